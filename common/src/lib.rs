@@ -1,0 +1,5 @@
+//! Shared contract of the toolkit: Flux-compatible API types, CRD generation,
+//! and the controller plumbing (flags, health, metrics, logs, leader election).
+
+pub mod api;
+pub mod runtime;

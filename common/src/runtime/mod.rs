@@ -1,0 +1,1 @@
+//! Controller plumbing shared by both binaries.

@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins the upstream main packages that this module builds:
+// kube-apiserver, kube-controller-manager, kube-scheduler and etcd.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)

@@ -1,0 +1,3 @@
+//! Kustomize build engine in pure Rust.
+
+pub mod patch;

@@ -1,0 +1,1 @@
+//! Patches: strategic merge, JSON 6902, target selection, replacements and vars.

@@ -1,0 +1,1 @@
+//! Deterministic artifacts: ignore rules, tar.gz packing, digests, storage and the file server.

@@ -1,0 +1,3 @@
+//! source-controller: GitRepository reconciliation and artifact storage.
+
+pub mod artifact;
