@@ -1,1 +1,77 @@
-fn main() {}
+//! source-controller: GitRepository reconciliation and artifact storage.
+//!
+//! Without a subcommand the binary runs the controller (Flux's flags and defaults); subcommands
+//! are one-shot tools.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates};
+use rflux_common::runtime::{Manager, RuntimeError, SourceControllerFlags, init_logging};
+
+const CONTROLLER_NAME: &str = "source-controller";
+
+/// Flux-compatible source-controller.
+#[derive(Debug, Parser)]
+#[command(name = CONTROLLER_NAME, version, about)]
+struct Cli {
+    /// One-shot tool; without a subcommand the controller runs.
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    flags: SourceControllerFlags,
+}
+
+/// One-shot subcommands (e.g. `package <dir> -o <file>` plugs in here).
+#[derive(Debug, Subcommand)]
+enum Command {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(cmd) = cli.command {
+        match cmd {}
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{CONTROLLER_NAME}: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.flags)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "unable to run {CONTROLLER_NAME}");
+            eprintln!("{CONTROLLER_NAME}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(flags: SourceControllerFlags) -> Result<(), RuntimeError> {
+    init_logging(flags.runtime.log_level, flags.runtime.log_encoding)?;
+    let gates = parse_feature_gates(&flags.runtime.feature_gates, SOURCE_FEATURE_GATES)?;
+    for name in flags.inert_flags_in_use() {
+        tracing::info!(flag = name, "flag accepted for Flux compatibility but has no effect yet");
+    }
+    tracing::info!(
+        concurrent = flags.concurrent,
+        storage_path = %flags.storage_path.display(),
+        storage_addr = %flags.storage_addr,
+        feature_gates = ?gates,
+        "starting {CONTROLLER_NAME}"
+    );
+    let (manager, tasks) = Manager::start(CONTROLLER_NAME, &flags.runtime).await?;
+    let metrics = manager.metrics.clone();
+    let concurrent = flags.concurrent;
+    manager
+        .run(tasks, move |_mgr, stop| async move {
+            // The GitRepository reconciler plugs in here: build it from `_mgr` and run it with
+            // `rflux_common::runtime::run_controller(_mgr.watch_api::<GitRepository>(), ...,
+            // stop)`. Until then the controller only serves health, metrics and the lease.
+            let _controller = metrics.register_controller("gitrepository", concurrent);
+            stop.cancelled().await;
+            Ok(())
+        })
+        .await
+}

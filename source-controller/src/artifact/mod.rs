@@ -1,1 +1,12 @@
 //! Deterministic artifacts: ignore rules, tar.gz packing, digests, storage and the file server.
+
+pub mod archive;
+pub mod error;
+pub mod ignore;
+
+pub use archive::{
+    Digest, DigestAlgorithm, bench_package, package_dir, package_dir_with, package_to_file,
+    package_to_file_with,
+};
+pub use error::ArtifactError;
+pub use ignore::IgnoreRules;

@@ -1,0 +1,437 @@
+//! Command-line flags with Flux's names and defaults (flux-spec §5).
+//!
+//! Go's `pflag` accepts `--flag=value` and `--flag value`; boolean flags accept `--flag`
+//! and `--flag=false` (but not `--flag false`). The structs here follow the same rules so the
+//! args of Flux's Deployments work unchanged.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, ValueEnum};
+
+use super::duration::clap_duration;
+
+/// Log verbosity (`--log-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    /// Everything, including trace events.
+    Trace,
+    /// Debug and above.
+    Debug,
+    /// Info and above (Flux default).
+    Info,
+    /// Warnings and errors (accepted for convenience; Flux has no warn level).
+    Warn,
+    /// Errors only.
+    Error,
+}
+
+/// Log encoding (`--log-encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogEncoding {
+    /// One JSON object per line, shaped like controller-runtime's zap output.
+    Json,
+    /// Tab-separated human-readable lines.
+    Console,
+}
+
+/// Leader-election flags (`--enable-leader-election` and friends).
+#[derive(Debug, Clone, Args)]
+pub struct LeaderElectionFlags {
+    /// Enable leader election for the controller manager (a coordination.k8s.io/v1 Lease).
+    #[arg(long = "enable-leader-election", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", default_value_t = false)]
+    pub enable: bool,
+    /// Give up the lease when the process is cancelled (SIGTERM), so a successor takes over at once.
+    #[arg(long = "leader-election-release-on-cancel", action = ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", default_value_t = true)]
+    pub release_on_cancel: bool,
+    /// How long non-leaders wait before trying to take over a lease that is not renewed.
+    #[arg(long = "leader-election-lease-duration", default_value = "35s", value_parser = clap_duration)]
+    pub lease_duration: Duration,
+    /// How long the leader keeps retrying to renew before giving up leadership.
+    #[arg(long = "leader-election-renew-deadline", default_value = "30s", value_parser = clap_duration)]
+    pub renew_deadline: Duration,
+    /// How long to wait between two acquire/renew attempts.
+    #[arg(long = "leader-election-retry-period", default_value = "5s", value_parser = clap_duration)]
+    pub retry_period: Duration,
+}
+
+/// Flags shared by both controllers (flux-spec §5.1).
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeFlags {
+    /// The address the Prometheus metric endpoint binds to (`0` disables it).
+    #[arg(long, env = "METRICS_ADDR", default_value = ":8080")]
+    pub metrics_addr: String,
+    /// The address the health endpoint (/healthz, /readyz) binds to (`0` disables it).
+    #[arg(long, default_value = ":9440")]
+    pub health_addr: String,
+    /// The address of the notification-controller events webhook (accepted; not used yet).
+    #[arg(long, env = "EVENTS_ADDR", default_value = "")]
+    pub events_addr: String,
+    /// Leader election.
+    #[command(flatten)]
+    pub leader_election: LeaderElectionFlags,
+    /// Log verbosity.
+    #[arg(long, value_enum, default_value = "info")]
+    pub log_level: LogLevel,
+    /// Log encoding.
+    #[arg(long, value_enum, default_value = "json")]
+    pub log_encoding: LogEncoding,
+    /// Watch objects in every namespace; when false only `RUNTIME_NAMESPACE` is watched.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = true)]
+    pub watch_all_namespaces: bool,
+    /// Only watch objects that match this label selector (sharding).
+    #[arg(long, default_value = "")]
+    pub watch_label_selector: String,
+    /// Client-side rate limit of the Kubernetes API client, in requests per second (0 disables it).
+    #[arg(long, default_value_t = 50.0)]
+    pub kube_api_qps: f32,
+    /// Burst of the client-side rate limiter.
+    #[arg(long, default_value_t = 300)]
+    pub kube_api_burst: u32,
+    /// Percentage of jitter applied to the success requeue interval (must be < 100).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..100))]
+    pub interval_jitter_percentage: u8,
+    /// Requeue delay when a dependency (source artifact, dependsOn) is not ready.
+    #[arg(long, default_value = "30s", value_parser = clap_duration)]
+    pub requeue_dependency: Duration,
+    /// Smallest delay of the per-object exponential failure backoff.
+    #[arg(long, default_value = "750ms", value_parser = clap_duration)]
+    pub min_retry_delay: Duration,
+    /// Largest delay of the per-object exponential failure backoff.
+    #[arg(long, default_value = "15m", value_parser = clap_duration)]
+    pub max_retry_delay: Duration,
+    /// Default service account used for impersonation (kustomize-controller) or workload identity.
+    #[arg(long, default_value = "")]
+    pub default_service_account: String,
+    /// Feature gates, `Name=true,Other=false`.
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
+    /// Workload-identity token cache size (accepted; not used yet).
+    #[arg(long, default_value_t = 100)]
+    pub token_cache_max_size: u32,
+    /// Workload-identity token cache max duration (accepted; not used yet).
+    #[arg(long, default_value = "1h", value_parser = clap_duration)]
+    pub token_cache_max_duration: Duration,
+    /// Path to a kubeconfig (controller-runtime flag); otherwise `KUBECONFIG`, `~/.kube/config`
+    /// or the in-cluster config are used.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Flags of kustomize-controller (flux-spec §5.2), including the common ones.
+#[derive(Debug, Clone, Args)]
+pub struct KustomizeControllerFlags {
+    /// Common flags.
+    #[command(flatten)]
+    pub runtime: RuntimeFlags,
+    /// Number of concurrent Kustomization reconciles.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent: u16,
+    /// Number of concurrent server-side apply operations.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent_ssa: u16,
+    /// Refuse remote bases in kustomization.yaml.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false)]
+    pub no_remote_bases: bool,
+    /// Artifact download retries.
+    #[arg(long, default_value_t = 9)]
+    pub http_retry: u32,
+    /// Forbid references to objects in other namespaces (multi-tenancy lockdown).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false)]
+    pub no_cross_namespace_refs: bool,
+    /// Default service account for SOPS decryption.
+    #[arg(long, default_value = "")]
+    pub default_decryption_service_account: String,
+    /// Default service account for remote kubeconfigs.
+    #[arg(long, default_value = "")]
+    pub default_kubeconfig_service_account: String,
+    /// Secret in RUNTIME_NAMESPACE with SOPS age keys.
+    #[arg(long, default_value = "")]
+    pub sops_age_secret: String,
+    /// ConfigMap in RUNTIME_NAMESPACE with SOPS Vault settings.
+    #[arg(long, default_value = "")]
+    pub sops_vault_configmap: String,
+    /// Extra field managers whose fields are taken over on apply (repeatable).
+    #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
+    pub override_manager: Vec<String>,
+    /// Extra kinds applied in the first apply stage (`group/Kind,...`).
+    #[arg(long, default_value = "")]
+    pub custom_apply_stage_kinds: String,
+    /// Allow exec in kubeconfigs.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false)]
+    pub insecure_kubeconfig_exec: bool,
+    /// Allow insecure TLS in kubeconfigs.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false)]
+    pub insecure_kubeconfig_tls: bool,
+    /// Label selector of ConfigMaps/Secrets that trigger reconciles when they change.
+    #[arg(long, default_value = "reconcile.fluxcd.io/watch=Enabled")]
+    pub watch_configs_label_selector: String,
+}
+
+/// Flags of source-controller (flux-spec §5.3), including the common ones.
+#[derive(Debug, Clone, Args)]
+pub struct SourceControllerFlags {
+    /// Common flags.
+    #[command(flatten)]
+    pub runtime: RuntimeFlags,
+    /// Number of concurrent reconciles per kind.
+    #[arg(long, default_value_t = 2)]
+    pub concurrent: u16,
+    /// The local storage path for artifacts.
+    #[arg(long, env = "STORAGE_PATH", default_value = "/data")]
+    pub storage_path: PathBuf,
+    /// The address the artifact file server binds to.
+    #[arg(long, env = "STORAGE_ADDRESS", default_value = ":9090")]
+    pub storage_addr: String,
+    /// The advertised address of the artifact server (defaults to `<hostname>:<port of --storage-addr>`).
+    #[arg(long, env = "STORAGE_ADV_ADDR", default_value = "")]
+    pub storage_adv_addr: String,
+    /// How long superseded artifacts are kept.
+    #[arg(long, default_value = "60s", value_parser = clap_duration)]
+    pub artifact_retention_ttl: Duration,
+    /// How many artifacts are kept per object.
+    #[arg(long, default_value_t = 2)]
+    pub artifact_retention_records: u32,
+    /// Digest algorithm of artifacts.
+    #[arg(long, default_value = "sha256")]
+    pub artifact_digest_algo: String,
+    /// SSH key-exchange algorithms (accepted; not used yet).
+    #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
+    pub ssh_kex_algos: Vec<String>,
+    /// SSH host key algorithms (accepted; not used yet).
+    #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
+    pub ssh_hostkey_algos: Vec<String>,
+    /// Helm (not supported; accepted so Flux's Deployment args work).
+    #[arg(long, default_value = "")]
+    pub helm_index_max_size: String,
+    /// Helm (not supported).
+    #[arg(long, default_value = "")]
+    pub helm_chart_max_size: String,
+    /// Helm (not supported).
+    #[arg(long, default_value = "")]
+    pub helm_chart_file_max_size: String,
+    /// Helm (not supported).
+    #[arg(long, default_value = "0")]
+    pub helm_cache_max_size: String,
+    /// Helm (not supported).
+    #[arg(long, default_value = "15m")]
+    pub helm_cache_ttl: String,
+    /// Helm (not supported).
+    #[arg(long, default_value = "1m")]
+    pub helm_cache_purge_interval: String,
+}
+
+/// Why a listen address could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddrError {
+    /// The address is not `host:port`, `:port` or `[v6]:port`.
+    #[error("invalid listen address {0:?}: expected [host]:port")]
+    Invalid(String),
+    /// The host name did not resolve.
+    #[error("invalid listen address {addr:?}: {reason}")]
+    Resolve {
+        /// Input.
+        addr: String,
+        /// Why resolution failed.
+        reason: String,
+    },
+}
+
+/// Turns a Go listen address (`:8080`, `0.0.0.0:8080`, `localhost:9440`, `[::1]:80`) into a socket
+/// address. `0` and the empty string mean "disabled" (`Ok(None)`), as in controller-runtime.
+pub fn parse_listen_addr(addr: &str) -> Result<Option<SocketAddr>, AddrError> {
+    let a = addr.trim();
+    if a.is_empty() || a == "0" {
+        return Ok(None);
+    }
+    if let Some(port) = a.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| AddrError::Invalid(addr.to_string()))?;
+        return Ok(Some(SocketAddr::new(
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            port,
+        )));
+    }
+    if let Ok(sa) = a.parse::<SocketAddr>() {
+        return Ok(Some(sa));
+    }
+    let Some((host, port)) = a.rsplit_once(':') else {
+        return Err(AddrError::Invalid(addr.to_string()));
+    };
+    let port: u16 = port.parse().map_err(|_| AddrError::Invalid(addr.to_string()))?;
+    if host.is_empty() {
+        return Err(AddrError::Invalid(addr.to_string()));
+    }
+    let mut resolved = (host, port).to_socket_addrs().map_err(|e| AddrError::Resolve {
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    })?;
+    resolved.next().map(Some).ok_or_else(|| AddrError::Resolve {
+        addr: addr.to_string(),
+        reason: "no addresses".to_string(),
+    })
+}
+
+/// Why `--feature-gates` is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeatureGateError {
+    /// An entry is not `Name=bool`.
+    #[error("invalid feature gate entry {0:?}: expected Name=true|false")]
+    Malformed(String),
+    /// The gate name is unknown (fatal in Flux too).
+    #[error("unknown feature gate {0:?}")]
+    Unknown(String),
+}
+
+/// Feature-gate defaults of kustomize-controller (flux-spec §5.2).
+pub const KUSTOMIZE_FEATURE_GATES: &[(&str, bool)] = &[
+    ("CacheSecretsAndConfigMaps", false),
+    ("DisableStatusPollerCache", true),
+    ("DisableFailFastBehavior", false),
+    ("StrictPostBuildSubstitutions", true),
+    ("GroupChangeLog", false),
+    ("AdditiveCELDependencyCheck", false),
+    ("ExternalArtifact", false),
+    ("CancelHealthCheckOnNewRevision", false),
+    ("DisableConfigWatchers", false),
+    ("DirectSourceFetch", false),
+    ("MigrateAPIVersion", false),
+    ("ObjectLevelWorkloadIdentity", false),
+];
+
+/// Feature-gate defaults of source-controller (flux-spec §5.3).
+pub const SOURCE_FEATURE_GATES: &[(&str, bool)] = &[
+    ("CacheSecretsAndConfigMaps", false),
+    ("ObjectLevelWorkloadIdentity", false),
+];
+
+/// Parses `--feature-gates` against the known gates and their defaults; returns every known gate
+/// with its effective value, in the order of `known`.
+pub fn parse_feature_gates(
+    value: &str,
+    known: &[(&str, bool)],
+) -> Result<Vec<(String, bool)>, FeatureGateError> {
+    let mut gates: Vec<(String, bool)> = known
+        .iter()
+        .map(|(name, default)| ((*name).to_string(), *default))
+        .collect();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, raw) = entry
+            .split_once('=')
+            .ok_or_else(|| FeatureGateError::Malformed(entry.to_string()))?;
+        let enabled = match raw.trim().to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            _ => return Err(FeatureGateError::Malformed(entry.to_string())),
+        };
+        let slot = gates
+            .iter_mut()
+            .find(|(n, _)| n == name.trim())
+            .ok_or_else(|| FeatureGateError::Unknown(name.trim().to_string()))?;
+        slot.1 = enabled;
+    }
+    Ok(gates)
+}
+
+impl RuntimeFlags {
+    /// Names of flags that were given a non-default value but have no effect in this
+    /// implementation yet (they are accepted so Flux's Deployment args keep working).
+    pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if !self.events_addr.is_empty() {
+            out.push("--events-addr");
+        }
+        if self.token_cache_max_size != 100 {
+            out.push("--token-cache-max-size");
+        }
+        if self.token_cache_max_duration != Duration::from_secs(3600) {
+            out.push("--token-cache-max-duration");
+        }
+        out
+    }
+}
+
+impl KustomizeControllerFlags {
+    /// See [`RuntimeFlags::inert_flags_in_use`].
+    pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
+        let mut out = self.runtime.inert_flags_in_use();
+        if self.concurrent_ssa != 4 {
+            out.push("--concurrent-ssa");
+        }
+        if !self.default_decryption_service_account.is_empty() {
+            out.push("--default-decryption-service-account");
+        }
+        if !self.default_kubeconfig_service_account.is_empty() {
+            out.push("--default-kubeconfig-service-account");
+        }
+        if !self.sops_age_secret.is_empty() {
+            out.push("--sops-age-secret");
+        }
+        if !self.sops_vault_configmap.is_empty() {
+            out.push("--sops-vault-configmap");
+        }
+        if self.insecure_kubeconfig_exec {
+            out.push("--insecure-kubeconfig-exec");
+        }
+        if self.insecure_kubeconfig_tls {
+            out.push("--insecure-kubeconfig-tls");
+        }
+        out
+    }
+}
+
+impl SourceControllerFlags {
+    /// See [`RuntimeFlags::inert_flags_in_use`].
+    pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
+        let mut out = self.runtime.inert_flags_in_use();
+        if !self.ssh_kex_algos.is_empty() {
+            out.push("--ssh-kex-algos");
+        }
+        if !self.ssh_hostkey_algos.is_empty() {
+            out.push("--ssh-hostkey-algos");
+        }
+        for (name, value, default) in [
+            ("--helm-index-max-size", &self.helm_index_max_size, ""),
+            ("--helm-chart-max-size", &self.helm_chart_max_size, ""),
+            ("--helm-chart-file-max-size", &self.helm_chart_file_max_size, ""),
+            ("--helm-cache-max-size", &self.helm_cache_max_size, "0"),
+            ("--helm-cache-ttl", &self.helm_cache_ttl, "15m"),
+            ("--helm-cache-purge-interval", &self.helm_cache_purge_interval, "1m"),
+        ] {
+            if value != default {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    /// The advertised storage address: `--storage-adv-addr`, or `<hostname>:<port of --storage-addr>`.
+    pub fn advertised_storage_addr(&self, hostname: &str) -> String {
+        if !self.storage_adv_addr.is_empty() {
+            return self.storage_adv_addr.clone();
+        }
+        let port = self
+            .storage_addr
+            .rsplit_once(':')
+            .map_or("9090", |(_, p)| p);
+        format!("{hostname}:{port}")
+    }
+}
+
+/// The namespace the controller runs in: `RUNTIME_NAMESPACE`, or `flux-system` when unset.
+pub fn runtime_namespace() -> String {
+    runtime_namespace_from(std::env::var("RUNTIME_NAMESPACE").ok())
+}
+
+/// Pure part of [`runtime_namespace`].
+pub fn runtime_namespace_from(env: Option<String>) -> String {
+    env.filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "flux-system".to_string())
+}

@@ -1,0 +1,249 @@
+//! The controller "manager": what both binaries' `main` do before and around their reconcilers
+//! (signals, metrics and health servers, client, leader election, graceful shutdown).
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::api::Api;
+use kube::{Client, Resource};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::RuntimeError;
+use super::client::{ClientOptions, build_client};
+use super::events::EventRecorder;
+use super::flags::{RuntimeFlags, parse_listen_addr, runtime_namespace};
+use super::leader::{LeaderElectionConfig, LeaderElector, default_identity, lease_name};
+use super::metrics::Metrics;
+use super::server::{Readiness, bind, health_router, metrics_router, serve};
+use super::shutdown::shutdown_on_signal;
+
+/// Everything a controller needs at run time.
+#[derive(Clone)]
+pub struct Manager {
+    /// Controller name (`source-controller`, `kustomize-controller`).
+    pub name: String,
+    /// Kubernetes client (throttled, instrumented).
+    pub client: Client,
+    /// Metrics registry.
+    pub metrics: Metrics,
+    /// `/readyz` state.
+    pub readiness: Readiness,
+    /// Cancelled on SIGTERM/SIGINT.
+    pub shutdown: CancellationToken,
+    /// Common flags.
+    pub flags: RuntimeFlags,
+    /// `RUNTIME_NAMESPACE` (default `flux-system`).
+    pub namespace: String,
+    /// Event recorder.
+    pub recorder: EventRecorder,
+    /// Pod identity (hostname + random suffix).
+    pub identity: String,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("name", &self.name)
+            .field("namespace", &self.namespace)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Background tasks started by [`Manager::start`].
+#[derive(Debug)]
+pub struct ManagerTasks {
+    servers: Vec<JoinHandle<Result<(), super::server::ServerError>>>,
+}
+
+impl Manager {
+    /// Starts the plumbing: signal handling, metrics + health servers (bind errors fail here),
+    /// the Kubernetes client (fails with a clear error when there is no configuration or the API
+    /// server is unreachable), readiness.
+    pub async fn start(name: &str, flags: &RuntimeFlags) -> Result<(Self, ManagerTasks), RuntimeError> {
+        let shutdown = shutdown_on_signal();
+        Self::start_with_shutdown(name, flags, shutdown).await
+    }
+
+    /// Like [`Manager::start`] with an externally owned shutdown token (tests, embedding).
+    pub async fn start_with_shutdown(
+        name: &str,
+        flags: &RuntimeFlags,
+        shutdown: CancellationToken,
+    ) -> Result<(Self, ManagerTasks), RuntimeError> {
+        let metrics = Metrics::new()?;
+        let readiness = Readiness::new();
+        let mut servers = Vec::new();
+        if let Some(addr) = parse_listen_addr(&flags.metrics_addr)? {
+            let listener = bind(addr).await?;
+            tracing::info!(addr = %addr, "starting metrics server");
+            servers.push(tokio::spawn(serve(
+                listener,
+                metrics_router(metrics.clone()),
+                shutdown.clone(),
+            )));
+        }
+        if let Some(addr) = parse_listen_addr(&flags.health_addr)? {
+            let listener = bind(addr).await?;
+            tracing::info!(addr = %addr, "starting health probes server");
+            servers.push(tokio::spawn(serve(
+                listener,
+                health_router(readiness.clone()),
+                shutdown.clone(),
+            )));
+        }
+        let client = build_client(
+            &ClientOptions {
+                kubeconfig: flags.kubeconfig.clone(),
+                qps: flags.kube_api_qps,
+                burst: flags.kube_api_burst,
+            },
+            Some(metrics.clone()),
+        )
+        .await?;
+        readiness.set_ready(true);
+        let identity = default_identity();
+        let instance = identity
+            .split_once('_')
+            .map_or(identity.as_str(), |(h, _)| h)
+            .to_string();
+        let recorder = EventRecorder::new(client.clone(), name, &instance);
+        Ok((
+            Self {
+                name: name.to_string(),
+                client,
+                metrics,
+                readiness,
+                shutdown,
+                flags: flags.clone(),
+                namespace: runtime_namespace(),
+                recorder,
+                identity,
+            },
+            ManagerTasks { servers },
+        ))
+    }
+
+    /// The API to watch for kind `K`: all namespaces, or only `RUNTIME_NAMESPACE` when
+    /// `--watch-all-namespaces=false`.
+    pub fn watch_api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+    {
+        if self.flags.watch_all_namespaces {
+            Api::all(self.client.clone())
+        } else {
+            Api::namespaced(self.client.clone(), &self.namespace)
+        }
+    }
+
+    /// Starts leader election when `--enable-leader-election` is set; the receiver is `true`
+    /// while leading. Without leader election it is always `true`.
+    pub fn elect(
+        &self,
+    ) -> Result<
+        (
+            watch::Receiver<bool>,
+            Option<JoinHandle<Result<(), super::leader::LeaderError>>>,
+        ),
+        RuntimeError,
+    > {
+        let le = &self.flags.leader_election;
+        if !le.enable {
+            let (tx, rx) = watch::channel(true);
+            // Keep the sender alive for the life of the process so the channel stays open.
+            tokio::spawn({
+                let shutdown = self.shutdown.clone();
+                async move {
+                    shutdown.cancelled().await;
+                    drop(tx);
+                }
+            });
+            return Ok((rx, None));
+        }
+        let cfg = LeaderElectionConfig {
+            lease_name: lease_name(&self.name, &self.flags.watch_label_selector),
+            namespace: self.namespace.clone(),
+            identity: self.identity.clone(),
+            lease_duration: le.lease_duration,
+            renew_deadline: le.renew_deadline,
+            retry_period: le.retry_period,
+            release_on_cancel: le.release_on_cancel,
+        };
+        let elector = LeaderElector::new(self.client.clone(), cfg, Some(self.metrics.clone()))?;
+        let (rx, handle) = elector.spawn(self.shutdown.clone());
+        Ok((rx, Some(handle)))
+    }
+
+    /// Runs `controllers` once this replica leads, until SIGTERM/SIGINT (then waits for the
+    /// controllers to drain) or until leadership is lost (error: the process must exit, as
+    /// controller-runtime does). `controllers` gets the manager and a token cancelled on
+    /// shutdown or leadership loss.
+    pub async fn run<F, Fut>(self, tasks: ManagerTasks, controllers: F) -> Result<(), RuntimeError>
+    where
+        F: FnOnce(Manager, CancellationToken) -> Fut,
+        Fut: Future<Output = Result<(), RuntimeError>> + Send + 'static,
+    {
+        let (mut leader_rx, elector) = self.elect()?;
+        let stop = self.shutdown.child_token();
+        tracing::info!(name = %self.name, "waiting for leadership");
+        let leading = tokio::select! {
+            () = self.shutdown.cancelled() => false,
+            l = super::leader::wait_until_leader(&mut leader_rx) => l,
+        };
+        let mut result = Ok(());
+        if leading && !self.shutdown.is_cancelled() {
+            tracing::info!(name = %self.name, "starting controllers");
+            let mut ctrl = tokio::spawn(controllers(self.clone(), stop.clone()));
+            let lost = async {
+                // Leadership lost: the receiver flips to false or the elector ends.
+                let _ = leader_rx.wait_for(|l| !*l).await;
+            };
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => {
+                    stop.cancel();
+                    result = flatten(ctrl.await);
+                }
+                r = &mut ctrl => {
+                    result = flatten(r);
+                }
+                () = lost => {
+                    stop.cancel();
+                    if self.shutdown.is_cancelled() {
+                        result = flatten(ctrl.await);
+                    } else {
+                    let _ = tokio::time::timeout(Duration::from_secs(30), &mut ctrl).await;
+                    result = Err(RuntimeError::LeadershipLost);
+                    }
+                }
+            }
+        }
+        self.shutdown.cancel();
+        if let Some(h) = elector {
+            match h.await {
+                Ok(Err(e)) if result.is_ok() => result = Err(e.into()),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "leader election task failed"),
+            }
+        }
+        for s in tasks.servers {
+            match s.await {
+                Ok(Err(e)) => tracing::error!(error = %e, "server error"),
+                Ok(Ok(())) => {}
+                Err(e) => tracing::warn!(error = %e, "server task failed"),
+            }
+        }
+        tracing::info!(name = %self.name, "stopped");
+        result
+    }
+}
+
+fn flatten(r: Result<Result<(), RuntimeError>, tokio::task::JoinError>) -> Result<(), RuntimeError> {
+    match r {
+        Ok(inner) => inner,
+        Err(e) => Err(RuntimeError::Controller(format!("controller task failed: {e}"))),
+    }
+}

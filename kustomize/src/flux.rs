@@ -1,0 +1,201 @@
+//! What Flux's kustomize-controller does around kustomize: generate a kustomization when the
+//! path has none, overlay the `Kustomization` spec's fields, and build with no load
+//! restrictions inside the artifact root only.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::build::{build_loaded, load_kustomization};
+use crate::error::{KustomizeError, Result};
+use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization};
+use crate::loader::{BuildOptions, LoadRestrictor, Loader};
+use crate::resource::Resource;
+use crate::transform::set_meta;
+use crate::yaml::parse_stream;
+
+/// The parts of a Flux `Kustomization` spec that change the build.
+#[derive(Debug, Clone, Default)]
+pub struct FluxOverrides {
+    /// `spec.targetNamespace`: becomes the kustomization's `namespace`.
+    pub target_namespace: Option<String>,
+    pub name_prefix: Option<String>,
+    pub name_suffix: Option<String>,
+    /// `spec.commonMetadata.labels`: set on every object after the build (overriding).
+    pub common_labels: Vec<(String, String)>,
+    /// `spec.commonMetadata.annotations`.
+    pub common_annotations: Vec<(String, String)>,
+    /// `spec.patches`: kustomize `patches` entries (`{patch, target}`), appended.
+    pub patches: Vec<Value>,
+    /// `spec.images`: kustomize `images` entries, merged by `name`.
+    pub images: Vec<Value>,
+    /// `spec.components`: component directories relative to the path, appended.
+    pub components: Vec<String>,
+    /// `spec.ignoreMissingComponents`.
+    pub ignore_missing_components: bool,
+}
+
+/// Joins `path` under `root` without letting `..` climb out of it.
+pub fn secure_join(root: &Path, path: &Path) -> PathBuf {
+    let mut parts: Vec<std::ffi::OsString> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_os_string()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    let mut out = root.to_path_buf();
+    for p in parts {
+        out.push(p);
+    }
+    out
+}
+
+/// Builds `path` (relative to the artifact `root`) the way Flux does.
+pub fn build_flux(root: &Path, path: &Path, overrides: &FluxOverrides) -> Result<Vec<Resource>> {
+    let dir = secure_join(root, path);
+    let opts = BuildOptions {
+        load_restrictor: LoadRestrictor::None,
+        root_fence: Some(root.to_path_buf()),
+        max_file_bytes: None,
+    };
+    let ldr = Loader::new(&dir, &opts)?;
+    let has_file = KUSTOMIZATION_FILE_NAMES
+        .iter()
+        .any(|n| ldr.root.join(n).is_file());
+    let mut k = if has_file {
+        load_kustomization(&ldr)?
+    } else {
+        generate_kustomization(&ldr)?
+    };
+    overlay(&ldr, &mut k, overrides)?;
+    let mut out = build_loaded(&ldr, &k)?;
+    if !overrides.common_labels.is_empty() || !overrides.common_annotations.is_empty() {
+        for r in out.iter_mut() {
+            for (field, pairs) in [
+                ("labels", &overrides.common_labels),
+                ("annotations", &overrides.common_annotations),
+            ] {
+                if pairs.is_empty() {
+                    continue;
+                }
+                let mut m = match r.obj.pointer(&format!("/metadata/{field}")) {
+                    Some(Value::Object(m)) => m.clone(),
+                    _ => Map::new(),
+                };
+                for (k2, v) in pairs {
+                    m.insert(k2.clone(), json!(v));
+                }
+                set_meta(&mut r.obj, field, Value::Object(m));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Flux's generated kustomization: every sub-directory holding a kustomization file (not
+/// descended into) and every `.yaml`/`.yml` file below the path, in walk order.
+pub fn generate_kustomization(ldr: &Loader) -> Result<Kustomization> {
+    let mut resources = Vec::new();
+    walk(&ldr.root, &ldr.root, &mut resources)?;
+    let mut fields = Map::new();
+    fields.insert(
+        "apiVersion".into(),
+        json!("kustomize.config.k8s.io/v1beta1"),
+    );
+    fields.insert("kind".into(), json!("Kustomization"));
+    if resources.is_empty() {
+        fields.insert("namespace".into(), json!("_placeholder"));
+    }
+    fields.insert(
+        "resources".into(),
+        Value::Array(resources.into_iter().map(Value::String).collect()),
+    );
+    Ok(Kustomization {
+        file: ldr.root.join("kustomization.yaml"),
+        fields,
+    })
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    let io = |p: &Path, e: std::io::Error| KustomizeError::Io {
+        path: p.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for p in entries {
+        let meta = std::fs::symlink_metadata(&p).map_err(|e| io(&p, e))?;
+        let rel = p
+            .strip_prefix(root)
+            .map(|r| format!("./{}", r.display()))
+            .unwrap_or_else(|_| p.display().to_string());
+        if meta.is_dir() {
+            if KUSTOMIZATION_FILE_NAMES.iter().any(|n| p.join(n).is_file()) {
+                out.push(rel);
+                continue;
+            }
+            walk(root, &p, out)?;
+            continue;
+        }
+        if !meta.is_file() {
+            continue;
+        }
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if ext != "yaml" && ext != "yml" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+        parse_stream(&text, &p.display().to_string()).map_err(|e| KustomizeError::Yaml {
+            origin: p.display().to_string(),
+            message: format!("failed to decode Kubernetes YAML: {e}"),
+        })?;
+        out.push(rel);
+    }
+    Ok(())
+}
+
+fn overlay(ldr: &Loader, k: &mut Kustomization, o: &FluxOverrides) -> Result<()> {
+    if let Some(ns) = o.target_namespace.as_ref().filter(|s| !s.is_empty()) {
+        k.fields.insert("namespace".into(), json!(ns));
+    }
+    if let Some(p) = o.name_prefix.as_ref().filter(|s| !s.is_empty()) {
+        k.fields.insert("namePrefix".into(), json!(p));
+    }
+    if let Some(s) = o.name_suffix.as_ref().filter(|s| !s.is_empty()) {
+        k.fields.insert("nameSuffix".into(), json!(s));
+    }
+    if !o.patches.is_empty() {
+        let mut list = k.list("patches")?;
+        list.extend(o.patches.iter().cloned());
+        k.fields.insert("patches".into(), Value::Array(list));
+    }
+    if !o.images.is_empty() {
+        let mut list = k.list("images")?;
+        for img in &o.images {
+            let name = img.get("name");
+            match list.iter_mut().find(|x| x.get("name") == name) {
+                Some(slot) => *slot = img.clone(),
+                None => list.push(img.clone()),
+            }
+        }
+        k.fields.insert("images".into(), Value::Array(list));
+    }
+    if !o.components.is_empty() {
+        let mut list = k.list("components")?;
+        for c in &o.components {
+            if o.ignore_missing_components && !ldr.join(c).exists() {
+                continue;
+            }
+            list.push(json!(c));
+        }
+        k.fields.insert("components".into(), Value::Array(list));
+    }
+    Ok(())
+}
