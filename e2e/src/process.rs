@@ -70,16 +70,17 @@ pub fn is_alive(info: &ProcessInfo) -> bool {
     if matches!(state, Some('Z' | 'X' | 'x') | None) {
         return false;
     }
-    // Guard against pid reuse: argv[0] must be the program we started.
+    // Guard against pid reuse: the executable (or, when it cannot be read,
+    // argv[0], which e.g. sshd rewrites into a title) must match.
+    let Some(want) = info.program.file_name() else {
+        return true;
+    };
+    if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", info.pid)) {
+        return exe.file_name() == Some(want);
+    }
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", info.pid)).unwrap_or_default();
     let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-    let want = info.program.as_os_str().as_encoded_bytes();
-    argv0 == want
-        || Path::new(std::ffi::OsStr::new(
-            std::str::from_utf8(argv0).unwrap_or(""),
-        ))
-        .file_name()
-        .is_some_and(|n| Some(n) == info.program.file_name())
+    String::from_utf8_lossy(argv0).contains(&*want.to_string_lossy())
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -159,7 +160,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert_eq!(log_tail(&log, 5), "started");
-        // argv[0] is now `sleep` (exec), which is not the program we recorded.
+        // The executable is now `sleep` (exec), not the program we recorded.
         let sleeping = ProcessInfo {
             program: PathBuf::from("sleep"),
             ..p.clone()

@@ -104,19 +104,26 @@ impl Acc {
     }
 
     fn append(&mut self, item: Item) -> Result<()> {
-        let id = item.res.id();
-        let eff = effective(id.clone());
-        if self.items.iter().any(|x| effective(x.res.id()) == eff) {
-            return Err(KustomizeError::DuplicateId { id: id_string(&id) });
+        self.append_all(vec![item])
+    }
+
+    /// Appends items, refusing any whose id is already present (one hash set per call, so
+    /// loading a file is linear in its size).
+    fn append_all(&mut self, items: Vec<Item>) -> Result<()> {
+        let mut seen: std::collections::HashSet<ResId> =
+            self.items.iter().map(|x| effective(x.res.id())).collect();
+        for item in items {
+            let id = item.res.id();
+            if !seen.insert(effective(id.clone())) {
+                return Err(KustomizeError::DuplicateId { id: id_string(&id) });
+            }
+            self.items.push(item);
         }
-        self.items.push(item);
         Ok(())
     }
 
     fn absorb(&mut self, other: Acc) -> Result<()> {
-        for item in other.items {
-            self.append(item)?;
-        }
+        self.append_all(other.items)?;
         self.config.merge(&other.config);
         self.vars.extend(other.vars);
         Ok(())
@@ -188,7 +195,13 @@ pub(crate) fn build_loaded(ldr: &Loader, k: &Kustomization) -> Result<Vec<Resour
 fn finish(mut acc: Acc, k: &Kustomization) -> Result<Vec<Resource>> {
     let build_meta = k.str_list("buildMetadata")?;
     for m in &build_meta {
-        if !["originAnnotations", "transformerAnnotations", "managedByLabel"].contains(&m.as_str()) {
+        if ![
+            "originAnnotations",
+            "transformerAnnotations",
+            "managedByLabel",
+        ]
+        .contains(&m.as_str())
+        {
             return Err(k.field_err("buildMetadata", format!("unknown option '{m}'")));
         }
     }
@@ -220,12 +233,15 @@ fn finish(mut acc: Acc, k: &Kustomization) -> Result<Vec<Resource>> {
     crate::nameref::fix_back_references(&mut acc.items, &acc.config.name_reference)?;
     if build_meta.iter().any(|m| m == "originAnnotations") {
         for item in acc.items.iter_mut() {
-            let Some(origin) = item.origin.clone() else { continue };
+            let Some(origin) = item.origin.clone() else {
+                continue;
+            };
             let mut ann = match item.res.obj.pointer("/metadata/annotations") {
                 Some(Value::Object(m)) => m.clone(),
                 _ => Map::new(),
             };
-            ann.entry("config.kubernetes.io/origin").or_insert(json!(origin));
+            ann.entry("config.kubernetes.io/origin")
+                .or_insert(json!(origin));
             transform::set_meta(&mut item.res.obj, "annotations", Value::Object(ann));
         }
     }
@@ -319,7 +335,10 @@ fn accumulate(ldr: &Loader, k: &Kustomization, acc: &mut Acc, ctx: &mut Ctx) -> 
         // kustomize's `crds:` files are OpenAPI definition maps (name -> schema), not CRD objects.
         let (p, text) = ldr.read_text(&path)?;
         let doc = parse_one(&text, &p.display().to_string())?;
-        if !doc.as_object().is_some_and(|m| m.values().all(Value::is_object)) {
+        if !doc
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_object))
+        {
             return Err(k.field_err(
                 "crds",
                 format!("unable to parse open API definition from '{path}': expected a map of definitions"),
@@ -407,16 +426,19 @@ fn accumulate_entry(
         });
     }
     let origin = format!("path: {}\n", relative_to(&ctx.root, &ldr.join(entry)));
-    for mut item in load_items(ldr, entry)? {
+    let mut items = load_items(ldr, entry)?;
+    for item in items.iter_mut() {
         item.origin = Some(origin.clone());
-        acc.append(item)?;
     }
-    Ok(())
+    acc.append_all(items)
 }
 
 /// Reads a resource file: every document, `List` kinds flattened.
 fn load_objects(ldr: &Loader, entry: &str) -> Result<Vec<Value>> {
-    Ok(load_items(ldr, entry)?.into_iter().map(|i| i.res.obj).collect())
+    Ok(load_items(ldr, entry)?
+        .into_iter()
+        .map(|i| i.res.obj)
+        .collect())
 }
 
 fn load_items(ldr: &Loader, entry: &str) -> Result<Vec<Item>> {
@@ -429,8 +451,18 @@ fn load_items(ldr: &Loader, entry: &str) -> Result<Vec<Item>> {
     Ok(out)
 }
 
-fn flatten(doc: Value, empties: Vec<Vec<PathSeg>>, origin: &str, path: &Path, out: &mut Vec<Item>) -> Result<()> {
-    let invalid = |m: String| KustomizeError::InvalidResource { file: path.to_path_buf(), origin: origin.to_string(), message: m };
+fn flatten(
+    doc: Value,
+    empties: Vec<Vec<PathSeg>>,
+    origin: &str,
+    path: &Path,
+    out: &mut Vec<Item>,
+) -> Result<()> {
+    let invalid = |m: String| KustomizeError::InvalidResource {
+        file: path.to_path_buf(),
+        origin: origin.to_string(),
+        message: m,
+    };
     let Value::Object(_) = &doc else {
         return Err(invalid(format!("expected a mapping, got {doc}")));
     };
@@ -440,7 +472,11 @@ fn flatten(doc: Value, empties: Vec<Vec<PathSeg>>, origin: &str, path: &Path, ou
             for (i, it) in items.clone().into_iter().enumerate() {
                 let sub: Vec<Vec<PathSeg>> = empties
                     .iter()
-                    .filter(|p| p.len() > 2 && p[0] == PathSeg::Key("items".into()) && p[1] == PathSeg::Index(i))
+                    .filter(|p| {
+                        p.len() > 2
+                            && p[0] == PathSeg::Key("items".into())
+                            && p[1] == PathSeg::Index(i)
+                    })
                     .map(|p| p[2..].to_vec())
                     .collect();
                 flatten(it, sub, origin, path, out)?;
@@ -451,8 +487,14 @@ fn flatten(doc: Value, empties: Vec<Vec<PathSeg>>, origin: &str, path: &Path, ou
     if kind.is_empty() {
         return Err(invalid("missing 'kind'".to_string()));
     }
-    if doc.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
-        return Err(invalid(format!("missing metadata.name in object of kind '{kind}'")));
+    if doc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err(invalid(format!(
+            "missing metadata.name in object of kind '{kind}'"
+        )));
     }
     let mut item = Item::new(doc);
     item.empty_values = empties;

@@ -67,7 +67,13 @@ pub fn build_flux(root: &Path, path: &Path, overrides: &FluxOverrides) -> Result
         .iter()
         .any(|n| ldr.root.join(n).is_file());
     let mut k = if has_file {
-        load_kustomization(&ldr)?
+        let mut k = load_kustomization(&ldr)?;
+        // Flux marks a kustomization without resources so kustomize does not reject it as empty.
+        if k.list("resources")?.is_empty() && k.get("buildMetadata").is_none() {
+            k.fields
+                .insert("buildMetadata".into(), json!(["originAnnotations"]));
+        }
+        k
     } else {
         generate_kustomization(&ldr)?
     };

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // tests may unwrap (project rule)
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use rflux_kustomize::patch::{
     PatchError, PatchOutcome, Schema, Selector, is_json6902, json6902, replacements,
@@ -13,20 +14,20 @@ use rflux_kustomize::patch::{
 use rflux_kustomize::resource::{Resource, id_of};
 use serde_json::Value;
 
-fn cases() -> Vec<Value> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/patch_data/cases.json");
-    let text = std::fs::read_to_string(&p).unwrap();
-    serde_json::from_str::<Value>(&text)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+fn cases() -> &'static [Value] {
+    static CASES: OnceLock<Vec<Value>> = OnceLock::new();
+    CASES.get_or_init(|| {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/patch_data/cases.json");
+        let text = std::fs::read_to_string(&p).unwrap();
+        serde_json::from_str::<Vec<Value>>(&text).unwrap()
+    })
 }
 
 fn case(name: &str) -> Value {
     cases()
-        .into_iter()
+        .iter()
         .find(|c| c["name"] == name)
+        .cloned()
         .unwrap_or_else(|| panic!("no case {name}"))
 }
 
@@ -164,7 +165,15 @@ fn check(name: &str) {
     let mut want = c["expected"].as_array().unwrap().clone();
     got.sort_by_key(sort_key);
     want.sort_by_key(sort_key);
-    pretty_assertions::assert_eq!(got, want, "{name}");
+    let keys = |v: &[Value]| v.iter().map(sort_key).collect::<Vec<_>>();
+    assert_eq!(keys(&got), keys(&want), "{name}: resources differ");
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            g == w,
+            "{name}: {} differs\n got: {g}\nwant: {w}",
+            sort_key(w)
+        );
+    }
 }
 
 #[test]
@@ -232,4 +241,11 @@ cases!(
     vars_missing_field_error,
     smp_target_explicit_nulls_kept,
     repl_empty_string_source,
+    smp_random_lists,
+    smp_random_lists_2,
+    smp_random_service_ports,
+    repl_path_syntax,
+    repl_index_out_of_range_error,
+    repl_source_delimiter_out_of_range_error,
+    repl_select_namespace_and_version,
 );

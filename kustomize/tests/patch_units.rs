@@ -218,6 +218,11 @@ fn top_level_delete_and_bad_directive() {
     let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}});
     let err = strategic_merge(&mut cm, &json!({"data": ["x"]}), &s).unwrap_err();
     assert!(err.to_string().contains("data"), "{err}");
+    assert_eq!(
+        cm,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}}),
+        "unchanged on error"
+    );
 }
 
 #[test]

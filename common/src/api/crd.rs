@@ -15,7 +15,8 @@ use super::meta::status_default;
 
 /// Annotation that keeps a Flux Kustomization applying these CRDs from running
 /// variable substitution on them (Flux sets it on all its CRDs).
-pub const SUBSTITUTE_ANNOTATION: (&str, &str) = ("kustomize.toolkit.fluxcd.io/substitute", "disabled");
+pub const SUBSTITUTE_ANNOTATION: (&str, &str) =
+    ("kustomize.toolkit.fluxcd.io/substitute", "disabled");
 
 /// The Flux distribution version these CRDs are API-compatible with; written to the
 /// `app.kubernetes.io/version` label that `flux check` and `flux version` read.
@@ -86,7 +87,10 @@ pub fn crd_values() -> Result<Vec<Value>, CrdError> {
 pub fn manifest_files() -> Result<Vec<(&'static str, String)>, CrdError> {
     let values = crd_values()?;
     let mut out = Vec::new();
-    for (file, value) in [GITREPOSITORIES_FILE, KUSTOMIZATIONS_FILE].into_iter().zip(values) {
+    for (file, value) in [GITREPOSITORIES_FILE, KUSTOMIZATIONS_FILE]
+        .into_iter()
+        .zip(values)
+    {
         out.push((file, render_yaml(&value)?));
     }
     let kustomize = json!({
@@ -163,6 +167,17 @@ fn finalize(
         }),
     );
 
+    let names = v
+        .pointer_mut("/spec/names")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| shape("spec.names"))?;
+    let list_kind = names
+        .get("kind")
+        .and_then(Value::as_str)
+        .map(|kind| format!("{kind}List"))
+        .ok_or_else(|| shape("spec.names.kind"))?;
+    names.insert("listKind".into(), Value::String(list_kind));
+
     let versions = v
         .pointer_mut("/spec/versions")
         .and_then(Value::as_array_mut)
@@ -174,12 +189,18 @@ fn finalize(
             .ok_or_else(|| shape("openAPIV3Schema"))?;
         // Flux accepts objects without a spec (the controller then reports the error).
         root.remove("required");
+        root.remove("title");
         strip_nullable(root);
         let props = root
             .get_mut("properties")
             .and_then(Value::as_object_mut)
             .ok_or_else(|| shape("root properties"))?;
         props.insert("metadata".into(), json!({ "type": "object" }));
+        for key in ["apiVersion", "kind"] {
+            props
+                .entry(key)
+                .or_insert_with(|| json!({ "type": "string" }));
+        }
         let status = props
             .get_mut("status")
             .and_then(Value::as_object_mut)
@@ -213,6 +234,7 @@ fn strip_nullable(map: &mut Map<String, Value>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -230,7 +252,9 @@ mod tests {
         assert_eq!(values.len(), 2);
         for v in &values {
             assert!(!contains_key(v, "nullable"));
-            let root = v.pointer("/spec/versions/0/schema/openAPIV3Schema").unwrap();
+            let root = v
+                .pointer("/spec/versions/0/schema/openAPIV3Schema")
+                .unwrap();
             assert!(root.get("required").is_none());
             assert_eq!(
                 root.pointer("/properties/status/default"),

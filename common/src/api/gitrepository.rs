@@ -18,6 +18,7 @@ pub const DEFAULT_GIT_TIMEOUT: &str = "60s";
 
 /// Desired state of a GitRepository: which repository, which reference, how often,
 /// and how to authenticate and verify it.
+#[allow(clippy::duplicated_attributes)] // kube repeats `category` and `printcolumn`
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "source.toolkit.fluxcd.io",
@@ -34,7 +35,11 @@ pub const DEFAULT_GIT_TIMEOUT: &str = "60s";
     derive = "PartialEq",
     doc = "GitRepository produces an artifact (tarball) from a Git repository reference.",
     printcolumn(name = "URL", type_ = "string", json_path = ".spec.url"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -324,6 +329,7 @@ impl GitRepositorySpec {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -19,6 +19,7 @@ pub const KUSTOMIZATION_KIND: &str = "Kustomization";
 
 /// Desired state of a Kustomization: which source path to build, how to transform
 /// the result, and how to apply, health-check and garbage-collect it.
+#[allow(clippy::duplicated_attributes)] // kube repeats `category` and `printcolumn`
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "kustomize.toolkit.fluxcd.io",
@@ -34,7 +35,11 @@ pub const KUSTOMIZATION_KIND: &str = "Kustomization";
     category = "fluxcd-appliers",
     derive = "PartialEq",
     doc = "Kustomization builds a path of a source with kustomize and applies the result to a cluster.",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -561,6 +566,7 @@ impl KustomizationSpec {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -641,7 +647,13 @@ mod tests {
     fn inventory_ids_round_trip() {
         for (id, ns, name, group, kind) in [
             ("_apps__Namespace", "", "apps", "", "Namespace"),
-            ("default_podinfo__Service", "default", "podinfo", "", "Service"),
+            (
+                "default_podinfo__Service",
+                "default",
+                "podinfo",
+                "",
+                "Service",
+            ),
             (
                 "default_podinfo_apps_Deployment",
                 "default",
@@ -656,7 +668,13 @@ mod tests {
                 "rbac.authorization.k8s.io",
                 "ClusterRole",
             ),
-            ("ns_a_b_c_apps_Deployment", "ns", "a_b_c", "apps", "Deployment"),
+            (
+                "ns_a_b_c_apps_Deployment",
+                "ns",
+                "a_b_c",
+                "apps",
+                "Deployment",
+            ),
         ] {
             let m = ObjMetadata::parse_id(id).unwrap();
             assert_eq!(

@@ -297,15 +297,22 @@ pub fn status_default() -> serde_json::Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn legacy_revisions_compare_equal() {
         let sha = "363a6a8fe6a7f13e05d34c163b0ef02a777da20a";
-        assert!(revisions_equal(&format!("main/{sha}"), &format!("main@sha1:{sha}")));
+        assert!(revisions_equal(
+            &format!("main/{sha}"),
+            &format!("main@sha1:{sha}")
+        ));
         assert!(revisions_equal(sha, &format!("sha1:{sha}")));
-        assert!(!revisions_equal(&format!("main/{sha}"), &format!("dev@sha1:{sha}")));
+        assert!(!revisions_equal(
+            &format!("main/{sha}"),
+            &format!("dev@sha1:{sha}")
+        ));
         assert!(!revisions_equal("v1.0.0", "v1.0.1"));
         assert_eq!(normalize_revision("not-a-sha"), "not-a-sha");
         assert_eq!(normalize_revision("feature/x"), "feature/x");

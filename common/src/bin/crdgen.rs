@@ -9,12 +9,15 @@ use std::process::ExitCode;
 use rflux_common::api::crd::manifest_files;
 
 fn main() -> ExitCode {
-    let out_dir = std::env::args_os().nth(1).map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("manifests")
-            .join("crds")
-    });
+    let out_dir = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("manifests")
+                .join("crds")
+        });
     let files = match manifest_files() {
         Ok(files) => files,
         Err(e) => {

@@ -158,7 +158,7 @@ impl TokenBucket {
     /// A bucket allowing `qps` requests per second with bursts of `burst`; `None` when `qps <= 0`
     /// (throttling disabled).
     pub fn new(qps: f64, burst: u32) -> Option<Self> {
-        if !(qps > 0.0) || !qps.is_finite() {
+        if qps.is_nan() || qps <= 0.0 || !qps.is_finite() {
             return None;
         }
         let burst = f64::from(burst.max(1));

@@ -178,7 +178,10 @@ pub fn mark_true(
     generation: Option<i64>,
     now: jiff::Timestamp,
 ) -> bool {
-    set(conditions, new_condition(type_, TRUE, reason, message, generation, now))
+    set(
+        conditions,
+        new_condition(type_, TRUE, reason, message, generation, now),
+    )
 }
 
 /// Sets `type=False`.
@@ -190,7 +193,10 @@ pub fn mark_false(
     generation: Option<i64>,
     now: jiff::Timestamp,
 ) -> bool {
-    set(conditions, new_condition(type_, FALSE, reason, message, generation, now))
+    set(
+        conditions,
+        new_condition(type_, FALSE, reason, message, generation, now),
+    )
 }
 
 /// Sets `type=Unknown`.
@@ -202,7 +208,10 @@ pub fn mark_unknown(
     generation: Option<i64>,
     now: jiff::Timestamp,
 ) -> bool {
-    set(conditions, new_condition(type_, UNKNOWN, reason, message, generation, now))
+    set(
+        conditions,
+        new_condition(type_, UNKNOWN, reason, message, generation, now),
+    )
 }
 
 /// Marks the object as reconciling (`Reconciling=True`) and, as kstatus requires, removes `Stalled`.
@@ -427,6 +436,7 @@ pub fn reconcile_requested(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

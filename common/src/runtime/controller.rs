@@ -134,7 +134,9 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
                     let guard = rctx.metrics.start();
                     let deleting = obj.meta().deletion_timestamp.is_some();
                     let oref = ObjectRef::from_obj(obj.as_ref());
-                    let res = reconcile(obj, rctx.inner.clone()).instrument(span.clone()).await;
+                    let res = reconcile(obj, rctx.inner.clone())
+                        .instrument(span.clone())
+                        .await;
                     let elapsed = guard.finish(result_label(&res));
                     let m = rctx.metrics.metrics();
                     if deleting && matches!(&res, Ok(a) if *a == Action::await_change()) {

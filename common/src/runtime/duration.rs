@@ -42,7 +42,10 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, DurationError> {
         rest
     } else if s.starts_with('-') {
         // "-0" is zero in Go; anything else negative is refused.
-        if s.trim_start_matches('-').chars().all(|c| c == '0' || c == '.') {
+        if s.trim_start_matches('-')
+            .chars()
+            .all(|c| c == '0' || c == '.')
+        {
             return Ok(Duration::ZERO);
         }
         return Err(DurationError::Negative(input.to_string()));
@@ -149,7 +152,7 @@ pub fn format_go_duration(d: Duration) -> String {
         out.push_str(&format!("{minutes}m"));
     }
     out.push_str(&trim_fraction(
-        u128::from(secs) * 1_000_000_000 + sub_nanos,
+        secs * 1_000_000_000 + sub_nanos,
         1_000_000_000,
     ));
     out.push('s');
@@ -173,33 +176,67 @@ pub fn clap_duration(s: &str) -> Result<Duration, DurationError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_go_examples() {
         assert_eq!(parse_go_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_go_duration("750ms").unwrap(), Duration::from_millis(750));
+        assert_eq!(
+            parse_go_duration("750ms").unwrap(),
+            Duration::from_millis(750)
+        );
         assert_eq!(parse_go_duration("15m").unwrap(), Duration::from_secs(900));
-        assert_eq!(parse_go_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_go_duration("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_go_duration("1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("1.5h").unwrap(),
+            Duration::from_secs(5400)
+        );
         assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
         assert_eq!(parse_go_duration("-0").unwrap(), Duration::ZERO);
         assert_eq!(parse_go_duration("+2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_go_duration(".5s").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_go_duration("10us").unwrap(), Duration::from_micros(10));
+        assert_eq!(
+            parse_go_duration(".5s").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_go_duration("10us").unwrap(),
+            Duration::from_micros(10)
+        );
         assert_eq!(parse_go_duration("3µs").unwrap(), Duration::from_micros(3));
-        assert_eq!(parse_go_duration("1h2m3s4ms").unwrap(), Duration::from_millis(3_723_004));
+        assert_eq!(
+            parse_go_duration("1h2m3s4ms").unwrap(),
+            Duration::from_millis(3_723_004)
+        );
     }
 
     #[test]
     fn rejects_bad_input() {
         assert_eq!(parse_go_duration(""), Err(DurationError::Empty));
-        assert!(matches!(parse_go_duration("10"), Err(DurationError::MissingUnit(_))));
-        assert!(matches!(parse_go_duration("-5s"), Err(DurationError::Negative(_))));
-        assert!(matches!(parse_go_duration("5d"), Err(DurationError::UnknownUnit { .. })));
-        assert!(matches!(parse_go_duration("s"), Err(DurationError::ExpectedNumber(_))));
-        assert!(matches!(parse_go_duration("1..2s"), Err(DurationError::ExpectedNumber(_))));
+        assert!(matches!(
+            parse_go_duration("10"),
+            Err(DurationError::MissingUnit(_))
+        ));
+        assert!(matches!(
+            parse_go_duration("-5s"),
+            Err(DurationError::Negative(_))
+        ));
+        assert!(matches!(
+            parse_go_duration("5d"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_go_duration("s"),
+            Err(DurationError::ExpectedNumber(_))
+        ));
+        assert!(matches!(
+            parse_go_duration("1..2s"),
+            Err(DurationError::ExpectedNumber(_))
+        ));
         assert!(matches!(
             parse_go_duration("99999999999999999999999999999999999999999h"),
             Err(DurationError::Overflow(_))

@@ -128,6 +128,8 @@ pub fn build_event(
 }
 
 type AggregationKey = (String, String, String, String, String);
+/// key -> (namespace, event name, count)
+type AggregationCache = HashMap<AggregationKey, (String, String, i32)>;
 
 /// Records events for one controller.
 #[derive(Clone)]
@@ -135,7 +137,7 @@ pub struct EventRecorder {
     client: Client,
     controller: String,
     instance: String,
-    seen: Arc<Mutex<HashMap<AggregationKey, (String, String, i32)>>>,
+    seen: Arc<Mutex<AggregationCache>>,
 }
 
 impl std::fmt::Debug for EventRecorder {

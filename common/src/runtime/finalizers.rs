@@ -69,9 +69,13 @@ where
         return Ok(None);
     };
     let patch = finalizers_patch(&list, obj.resource_version().as_deref());
-    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(Some)
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(Some)
 }
 
 /// Removes `finalizer` from `obj` if present; returns the patched object, or `None` when nothing
@@ -89,7 +93,11 @@ where
     };
     let patch = finalizers_patch(&list, obj.resource_version().as_deref());
     match api
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(o) => Ok(Some(o)),

@@ -253,7 +253,9 @@ pub fn parse_listen_addr(addr: &str) -> Result<Option<SocketAddr>, AddrError> {
         return Ok(None);
     }
     if let Some(port) = a.strip_prefix(':') {
-        let port: u16 = port.parse().map_err(|_| AddrError::Invalid(addr.to_string()))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| AddrError::Invalid(addr.to_string()))?;
         return Ok(Some(SocketAddr::new(
             IpAddr::V6(Ipv6Addr::UNSPECIFIED),
             port,
@@ -265,14 +267,18 @@ pub fn parse_listen_addr(addr: &str) -> Result<Option<SocketAddr>, AddrError> {
     let Some((host, port)) = a.rsplit_once(':') else {
         return Err(AddrError::Invalid(addr.to_string()));
     };
-    let port: u16 = port.parse().map_err(|_| AddrError::Invalid(addr.to_string()))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| AddrError::Invalid(addr.to_string()))?;
     if host.is_empty() {
         return Err(AddrError::Invalid(addr.to_string()));
     }
-    let mut resolved = (host, port).to_socket_addrs().map_err(|e| AddrError::Resolve {
-        addr: addr.to_string(),
-        reason: e.to_string(),
-    })?;
+    let mut resolved = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| AddrError::Resolve {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
     resolved.next().map(Some).ok_or_else(|| AddrError::Resolve {
         addr: addr.to_string(),
         reason: "no addresses".to_string(),
@@ -400,10 +406,18 @@ impl SourceControllerFlags {
         for (name, value, default) in [
             ("--helm-index-max-size", &self.helm_index_max_size, ""),
             ("--helm-chart-max-size", &self.helm_chart_max_size, ""),
-            ("--helm-chart-file-max-size", &self.helm_chart_file_max_size, ""),
+            (
+                "--helm-chart-file-max-size",
+                &self.helm_chart_file_max_size,
+                "",
+            ),
             ("--helm-cache-max-size", &self.helm_cache_max_size, "0"),
             ("--helm-cache-ttl", &self.helm_cache_ttl, "15m"),
-            ("--helm-cache-purge-interval", &self.helm_cache_purge_interval, "1m"),
+            (
+                "--helm-cache-purge-interval",
+                &self.helm_cache_purge_interval,
+                "1m",
+            ),
         ] {
             if value != default {
                 out.push(name);

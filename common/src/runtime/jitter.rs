@@ -12,7 +12,11 @@ use rand::Rng;
 /// (`0` gives the lower bound, values near `1` the upper bound). Pure; see [`jittered`].
 pub fn jitter_with(interval: Duration, percentage: u8, unit: f64) -> Duration {
     let pct = f64::from(percentage.min(99)) / 100.0;
-    let unit = if unit.is_finite() { unit.clamp(0.0, 1.0) } else { 0.5 };
+    let unit = if unit.is_finite() {
+        unit.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
     let factor = 1.0 + pct * (2.0 * unit - 1.0);
     Duration::from_secs_f64((interval.as_secs_f64() * factor).max(0.0))
 }

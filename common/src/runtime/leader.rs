@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, PostParams};
 use kube::Client;
+use kube::api::{Api, PostParams};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -152,7 +152,9 @@ pub fn decide(
     let duration = spec
         .lease_duration_seconds
         .filter(|s| *s > 0)
-        .map_or(default_duration, |s| Duration::from_secs(u64::from(s.unsigned_abs())));
+        .map_or(default_duration, |s| {
+            Duration::from_secs(u64::from(s.unsigned_abs()))
+        });
     let expires = observed_at + duration;
     if now < expires {
         Decision::Wait {

@@ -128,8 +128,10 @@ struct JsonVisitor<'a>(&'a mut Map<String, Value>);
 
 impl Visit for JsonVisitor<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .insert(field.name().to_string(), Value::String(format!("{value:?}")));
+        self.0.insert(
+            field.name().to_string(),
+            Value::String(format!("{value:?}")),
+        );
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0
@@ -196,7 +198,9 @@ pub fn build_record(
         .remove("message")
         .or_else(|| event_fields.remove("msg"))
         .unwrap_or(Value::String(String::new()));
-    let logger = event_fields.remove("logger").or_else(|| merged.remove("logger"));
+    let logger = event_fields
+        .remove("logger")
+        .or_else(|| merged.remove("logger"));
 
     let mut out = Map::new();
     out.insert("level".into(), Value::String(level_name(level).into()));
@@ -211,7 +215,10 @@ pub fn build_record(
         }
     }
     if let Some(Value::String(kind)) = out.get("controllerKind").cloned()
-        && let (Some(name), Some(ns)) = (merged.get("name").cloned(), merged.get("namespace").cloned())
+        && let (Some(name), Some(ns)) = (
+            merged.get("name").cloned(),
+            merged.get("namespace").cloned(),
+        )
     {
         let mut obj = Map::new();
         obj.insert("name".into(), name);

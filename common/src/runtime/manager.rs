@@ -52,6 +52,9 @@ impl std::fmt::Debug for Manager {
     }
 }
 
+/// The leader-election task.
+pub type ElectorHandle = JoinHandle<Result<(), super::leader::LeaderError>>;
+
 /// Background tasks started by [`Manager::start`].
 #[derive(Debug)]
 pub struct ManagerTasks {
@@ -62,7 +65,10 @@ impl Manager {
     /// Starts the plumbing: signal handling, metrics + health servers (bind errors fail here),
     /// the Kubernetes client (fails with a clear error when there is no configuration or the API
     /// server is unreachable), readiness.
-    pub async fn start(name: &str, flags: &RuntimeFlags) -> Result<(Self, ManagerTasks), RuntimeError> {
+    pub async fn start(
+        name: &str,
+        flags: &RuntimeFlags,
+    ) -> Result<(Self, ManagerTasks), RuntimeError> {
         let shutdown = shutdown_on_signal();
         Self::start_with_shutdown(name, flags, shutdown).await
     }
@@ -141,15 +147,7 @@ impl Manager {
 
     /// Starts leader election when `--enable-leader-election` is set; the receiver is `true`
     /// while leading. Without leader election it is always `true`.
-    pub fn elect(
-        &self,
-    ) -> Result<
-        (
-            watch::Receiver<bool>,
-            Option<JoinHandle<Result<(), super::leader::LeaderError>>>,
-        ),
-        RuntimeError,
-    > {
+    pub fn elect(&self) -> Result<(watch::Receiver<bool>, Option<ElectorHandle>), RuntimeError> {
         let le = &self.flags.leader_election;
         if !le.enable {
             let (tx, rx) = watch::channel(true);
@@ -241,9 +239,13 @@ impl Manager {
     }
 }
 
-fn flatten(r: Result<Result<(), RuntimeError>, tokio::task::JoinError>) -> Result<(), RuntimeError> {
+fn flatten(
+    r: Result<Result<(), RuntimeError>, tokio::task::JoinError>,
+) -> Result<(), RuntimeError> {
     match r {
         Ok(inner) => inner,
-        Err(e) => Err(RuntimeError::Controller(format!("controller task failed: {e}"))),
+        Err(e) => Err(RuntimeError::Controller(format!(
+            "controller task failed: {e}"
+        ))),
     }
 }

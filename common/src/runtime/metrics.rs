@@ -129,8 +129,16 @@ struct ProcessMetrics {
     go_alloc: Gauge,
 }
 
-fn hist(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> Result<HistogramVec, MetricsError> {
-    Ok(HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)?)
+fn hist(
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> Result<HistogramVec, MetricsError> {
+    Ok(HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets),
+        labels,
+    )?)
 }
 
 impl Metrics {
@@ -204,7 +212,10 @@ impl Metrics {
             &wq_labels,
         )?;
         let wq_adds = IntCounterVec::new(
-            Opts::new("workqueue_adds_total", "Total number of adds handled by workqueue"),
+            Opts::new(
+                "workqueue_adds_total",
+                "Total number of adds handled by workqueue",
+            ),
             &wq_labels,
         )?;
         let wq_buckets = prometheus::exponential_buckets(10e-9, 10.0, 12)?;
@@ -235,7 +246,10 @@ impl Metrics {
             &wq_labels,
         )?;
         let wq_retries = IntCounterVec::new(
-            Opts::new("workqueue_retries_total", "Total number of retries handled by workqueue"),
+            Opts::new(
+                "workqueue_retries_total",
+                "Total number of retries handled by workqueue",
+            ),
             &wq_labels,
         )?;
         let rest_requests = IntCounterVec::new(
@@ -249,7 +263,9 @@ impl Metrics {
             "rest_client_request_duration_seconds",
             "Request latency in seconds. Broken down by verb, and host.",
             &["verb", "host"],
-            vec![0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0],
+            vec![
+                0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+            ],
         )?;
         let leader_status = IntGaugeVec::new(
             Opts::new(
@@ -270,14 +286,23 @@ impl Metrics {
                 "process_cpu_seconds_total",
                 "Total user and system CPU time spent in seconds.",
             )?,
-            rss: Gauge::new("process_resident_memory_bytes", "Resident memory size in bytes.")?,
-            vsz: Gauge::new("process_virtual_memory_bytes", "Virtual memory size in bytes.")?,
+            rss: Gauge::new(
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+            )?,
+            vsz: Gauge::new(
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+            )?,
             start: Gauge::new(
                 "process_start_time_seconds",
                 "Start time of the process since unix epoch in seconds.",
             )?,
             open_fds: Gauge::new("process_open_fds", "Number of open file descriptors.")?,
-            max_fds: Gauge::new("process_max_fds", "Maximum number of open file descriptors.")?,
+            max_fds: Gauge::new(
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+            )?,
             go_alloc: Gauge::new(
                 "go_memstats_alloc_bytes",
                 "Approximation for Flux dashboards: the resident set size of this (non-Go) process.",
@@ -357,7 +382,8 @@ impl Metrics {
             .set(i64::from(max_concurrent));
         i.active_workers.with_label_values(&[controller]).set(0);
         for r in ReconcileResult::ALL {
-            i.reconcile_total.with_label_values(&[controller, r.as_label()]);
+            i.reconcile_total
+                .with_label_values(&[controller, r.as_label()]);
         }
         i.reconcile_errors.with_label_values(&[controller]);
         i.reconcile_panics.with_label_values(&[controller]);
@@ -407,7 +433,11 @@ impl Metrics {
             let key = (kind.to_string(), name.to_string(), namespace.to_string());
             match self.inner.condition_types.lock() {
                 Ok(mut m) => m.entry(key).or_default().insert(type_.to_string()),
-                Err(p) => p.into_inner().entry(key).or_default().insert(type_.to_string()),
+                Err(p) => p
+                    .into_inner()
+                    .entry(key)
+                    .or_default()
+                    .insert(type_.to_string()),
             };
         }
         for s in ["True", "False", "Unknown", "Deleted"] {
@@ -416,7 +446,10 @@ impl Metrics {
                 let _ = self.inner.reconcile_condition.remove_label_values(&labels);
             } else {
                 let v = if s == status { 1.0 } else { 0.0 };
-                self.inner.reconcile_condition.with_label_values(&labels).set(v);
+                self.inner
+                    .reconcile_condition
+                    .with_label_values(&labels)
+                    .set(v);
             }
         }
     }
@@ -494,7 +527,9 @@ impl Metrics {
                 .map(|s| now.saturating_duration_since(*s).as_secs_f64())
                 .collect();
             let wq = [controller.as_str(), controller.as_str()];
-            i.wq_unfinished.with_label_values(&wq).set(ages.iter().sum());
+            i.wq_unfinished
+                .with_label_values(&wq)
+                .set(ages.iter().sum());
             i.wq_longest
                 .with_label_values(&wq)
                 .set(ages.iter().copied().fold(0.0, f64::max));
@@ -549,7 +584,9 @@ impl ControllerMetrics {
         let i = &self.metrics.inner;
         let wq = [self.controller.as_str(), self.controller.as_str()];
         i.wq_adds.with_label_values(&wq).inc();
-        i.active_workers.with_label_values(&[&self.controller]).inc();
+        i.active_workers
+            .with_label_values(&[&self.controller])
+            .inc();
         let id = self.in_flight.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         match self.in_flight.started.lock() {
@@ -670,12 +707,14 @@ fn read_process_stats() -> Option<ProcessStats> {
     let open_fds = std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count() as f64)
         .unwrap_or(0.0);
-    let max_fds = std::fs::read_to_string("/proc/self/limits").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Max open files"))
-            .and_then(|l| l.split_whitespace().nth(3))
-            .and_then(|v| v.parse::<f64>().ok())
-    });
+    let max_fds = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse::<f64>().ok())
+        });
     Some(ProcessStats {
         cpu_seconds,
         rss_bytes,
@@ -687,6 +726,7 @@ fn read_process_stats() -> Option<ProcessStats> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -702,7 +742,10 @@ mod tests {
 
     #[test]
     fn status_rss() {
-        assert_eq!(parse_status_rss("Name:\tx\nVmRSS:\t  2048 kB\n"), Some(2048.0 * 1024.0));
+        assert_eq!(
+            parse_status_rss("Name:\tx\nVmRSS:\t  2048 kB\n"),
+            Some(2048.0 * 1024.0)
+        );
         assert_eq!(parse_status_rss("Name:\tx\n"), None);
     }
 }

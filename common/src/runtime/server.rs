@@ -87,7 +87,10 @@ async fn metrics_handler(State(metrics): State<Metrics>) -> Response {
     match metrics.encode() {
         Ok(body) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
             body,
         )
             .into_response(),

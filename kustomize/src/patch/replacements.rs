@@ -617,3 +617,67 @@ fn set_field_value(
     };
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn field_paths_split_like_kustomize() {
+        let s = |p: &str| split_field_path(p);
+        assert_eq!(s("a.b.c"), ["a", "b", "c"]);
+        assert_eq!(
+            s(r"metadata.annotations.a\.b/c"),
+            ["metadata", "annotations", "a.b/c"]
+        );
+        assert_eq!(s("spec.[name=a.b].x"), ["spec", "[name=a.b]", "x"]);
+        assert_eq!(s("data.[file.name]"), ["data", "file.name"]);
+        assert_eq!(s(".a.b"), ["a", "b"]);
+    }
+
+    #[test]
+    fn plain_scalars_resolve_like_yaml() {
+        assert_eq!(plain_scalar("5"), json!(5));
+        assert_eq!(plain_scalar("1.5"), json!(1.5));
+        assert_eq!(plain_scalar("true"), json!(true));
+        assert_eq!(plain_scalar("~"), Value::Null);
+        assert_eq!(plain_scalar("app:1"), json!("app:1"));
+        assert_eq!(plain_scalar(""), json!(""));
+        assert_eq!(plain_scalar("1.2.3"), json!("1.2.3"));
+    }
+
+    #[test]
+    fn visit_creates_missing_fields_and_elements() {
+        let mut obj = json!({"spec": {"list": [{"name": "a"}]}});
+        let mut seen = Vec::new();
+        let parts = split_field_path("spec.list.[name=b].x.y");
+        visit(&mut obj, &parts, true, &json!("v"), &mut |n, created| {
+            seen.push(created);
+            *n = json!("v");
+        })
+        .unwrap();
+        assert_eq!(seen, [true]);
+        assert_eq!(
+            obj,
+            json!({"spec": {"list": [{"name": "a"}, {"name": "b", "x": {"y": "v"}}]}})
+        );
+        let err = visit(
+            &mut obj,
+            &split_field_path("spec.list.9"),
+            false,
+            &json!(1),
+            &mut |_, _| {},
+        );
+        assert!(err.is_err());
+        let err = visit(
+            &mut obj,
+            &split_field_path("spec.list.[novalue]"),
+            false,
+            &json!(1),
+            &mut |_, _| {},
+        );
+        assert!(err.is_err());
+    }
+}

@@ -374,3 +374,49 @@ fn parse_label_selector(field: &str, s: &str) -> Result<Vec<Requirement>, PatchE
     }
     Ok(reqs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn label_selector_syntax() {
+        let labels = json!({"a": "x", "n": "7"});
+        let ok = |s: &str| {
+            parse_label_selector("l", s).map(|r| r.iter().all(|q| q.matches(Some(&labels))))
+        };
+        assert_eq!(ok("a=x").ok(), Some(true));
+        assert_eq!(ok("a==x,n").ok(), Some(true));
+        assert_eq!(ok("a!=x").ok(), Some(false));
+        assert_eq!(ok("a in (x, y)").ok(), Some(true));
+        assert_eq!(ok("a notin (x)").ok(), Some(false));
+        assert_eq!(ok("!b").ok(), Some(true));
+        assert_eq!(ok("n>6,n<8").ok(), Some(true));
+        assert_eq!(ok("").ok(), Some(true));
+        assert!(ok("a in x").is_err());
+        assert!(ok("n>z").is_err());
+        assert!(ok("a=x,").is_err());
+    }
+
+    #[test]
+    fn effective_namespaces() {
+        let id = |kind: &str, ns: Option<&str>| ResId {
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: ns.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(effective_namespace(&id("ConfigMap", None)), "default");
+        assert_eq!(effective_namespace(&id("ConfigMap", Some("x"))), "x");
+        assert_eq!(
+            effective_namespace(&id("Namespace", Some("x"))),
+            NOT_A_NAMESPACE
+        );
+        assert!(is_cluster_scoped(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole"
+        ));
+        assert!(!is_cluster_scoped("v1", "ConfigMap"));
+    }
+}

@@ -41,7 +41,7 @@ pub enum PatchOutcome {
 /// Applies a strategic merge `patch` to `target` in place.
 ///
 /// The schema is looked up with the target's `apiVersion` + `kind` (then the patch's, as
-/// kustomize does). On error `target` may be partly patched; callers should treat it as lost.
+/// kustomize does). On error `target` is left unchanged.
 pub fn strategic_merge(
     target: &mut Value,
     patch: &Value,
@@ -72,13 +72,13 @@ pub fn strategic_merge_with(
     options: &MergeOptions<'_>,
 ) -> Result<PatchOutcome, PatchError> {
     let sch = root_schema(schema, Some(&*target), Some(patch));
-    let dest = std::mem::take(target);
+    let dest = target.clone();
     let mut path = Vec::new();
     let ctx = Ctx {
         schema,
         drop_null: options.drop_target_null,
     };
-    match walk(Some(dest), Some(patch.clone()), sch, &ctx, &mut path)? {
+    match walk(Some(dest), Some(patch.clone()), sch, &ctx, &mut path, false)? {
         Out::Clear => Ok(PatchOutcome::Deleted),
         Out::Set(v, _) => {
             if v.is_null() {
@@ -164,6 +164,7 @@ fn walk(
     sch: Option<Cursor<'_>>,
     ctx: &Ctx<'_>,
     path: &mut Vec<String>,
+    same: bool,
 ) -> Result<Out, PatchError> {
     // kyaml picks the schema of embedded objects (apiVersion + kind) when it has none yet.
     let sch = match sch {
@@ -189,7 +190,7 @@ fn walk(
     match kind {
         Some(Kind::Seq) => {
             if sch.is_some_and(|c| c.is_merge_list()) {
-                assoc_list(dest, origin, sch, ctx, path)
+                assoc_list(dest, origin, sch, ctx, path, same)
             } else {
                 // Non-associative: the patch's list (or null) replaces the target's as is.
                 match origin {
@@ -204,7 +205,7 @@ fn walk(
             Some(o) => Ok(Out::Set(o, false)),
             None => Ok(dest.map_or(Out::Clear, |d| Out::Set(d, true))),
         },
-        Some(Kind::Map) | None => walk_map(dest, origin, sch, ctx, path),
+        Some(Kind::Map) | None => walk_map(dest, origin, sch, ctx, path, same),
     }
 }
 
@@ -224,7 +225,7 @@ fn map_directive(m: &mut Map<String, Value>, path: &[String]) -> Result<Directiv
             });
         }
     };
-    m.remove(DIRECTIVE);
+    m.shift_remove(DIRECTIVE);
     Ok(d)
 }
 
@@ -241,8 +242,25 @@ fn walk_map(
     sch: Option<Cursor<'_>>,
     ctx: &Ctx<'_>,
     path: &mut Vec<String>,
+    same: bool,
 ) -> Result<Out, PatchError> {
     let dest_missing = dest.as_ref().is_none_or(Value::is_null);
+    if same && !dest_missing {
+        // Target and patch are one node in kyaml (a new or replaced subtree merged with
+        // itself): eliding the directive from the patch elides it from the target too.
+        return match origin {
+            Some(Value::Object(mut o)) => match map_directive(&mut o, path)? {
+                Directive::Delete => Ok(Out::Clear),
+                _ => {
+                    let d = Value::Object(o.clone());
+                    merge_fields(d, Some(Value::Object(o)), sch, ctx, path, true)
+                        .map(|v| Out::Set(v, true))
+                }
+            },
+            Some(Value::Null) => Ok(Out::Clear),
+            _ => Ok(dest.map_or(Out::Clear, |d| Out::Set(d, true))),
+        };
+    }
     let (mut base, in_place) = if dest_missing {
         match origin {
             Some(Value::Object(mut o)) => {
@@ -281,20 +299,20 @@ fn walk_map(
                 Directive::Replace => (Value::Object(o), false),
                 Directive::Merge => {
                     let d = dest.unwrap_or(Value::Null);
-                    return merge_fields(d, Some(Value::Object(o)), sch, ctx, path)
+                    return merge_fields(d, Some(Value::Object(o)), sch, ctx, path, false)
                         .map(|v| Out::Set(v, true));
                 }
             },
             Some(_) | None => {
                 let d = dest.unwrap_or(Value::Null);
-                return merge_fields(d, None, sch, ctx, path).map(|v| Out::Set(v, true));
+                return merge_fields(d, None, sch, ctx, path, false).map(|v| Out::Set(v, true));
             }
         }
     };
     // The patch's map replaces the target's (or is new): kyaml then merges it with itself,
     // which applies nested directives and removes nulls.
     let copy = base.clone();
-    base = merge_fields(base, Some(copy), sch, ctx, path)?;
+    base = merge_fields(base, Some(copy), sch, ctx, path, true)?;
     Ok(Out::Set(base, in_place))
 }
 
@@ -305,6 +323,7 @@ fn merge_fields(
     sch: Option<Cursor<'_>>,
     ctx: &Ctx<'_>,
     path: &mut Vec<String>,
+    same: bool,
 ) -> Result<Value, PatchError> {
     let Value::Object(mut dm) = dest else {
         return Ok(dest);
@@ -321,7 +340,7 @@ fn merge_fields(
         let d = dm.get_mut(&name).map(std::mem::take);
         let o = om.remove(&name);
         path.push(name.clone());
-        let out = walk(d, o, fs, ctx, path);
+        let out = walk(d, o, fs, ctx, path, same);
         path.pop();
         match out? {
             Out::Clear => {
@@ -405,10 +424,23 @@ fn assoc_list(
     sch: Option<Cursor<'_>>,
     ctx: &Ctx<'_>,
     path: &mut Vec<String>,
+    same: bool,
 ) -> Result<Out, PatchError> {
     let dest_missing = dest.as_ref().is_none_or(Value::is_null);
-    let (d_list, p_list): (Vec<Value>, Option<Vec<Value>>) = if dest_missing {
+    // Whether the elements are merged with themselves (see `walk_map`).
+    let mut elems_same = same;
+    let (d_list, p_list): (Vec<Value>, Option<Vec<Value>>) = if same && !dest_missing {
+        match origin {
+            Some(Value::Array(mut o)) => match list_directive(&mut o, path)? {
+                Directive::Delete => return Ok(Out::Clear),
+                _ => (o.clone(), Some(o)),
+            },
+            Some(Value::Null) => return Ok(Out::Clear),
+            _ => return Ok(dest.map_or(Out::Clear, |d| Out::Set(d, true))),
+        }
+    } else if dest_missing {
         // New list: taken from the patch without reading its directive, then merged with itself.
+        elems_same = true;
         match origin {
             Some(Value::Array(a)) => (a.clone(), Some(a)),
             Some(_) => return Ok(Out::Clear),
@@ -435,7 +467,10 @@ fn assoc_list(
             Some(Value::Null) => return Ok(Out::Clear),
             Some(Value::Array(mut o)) => match list_directive(&mut o, path)? {
                 Directive::Delete => return Ok(Out::Clear),
-                Directive::Replace => (o.clone(), Some(o)),
+                Directive::Replace => {
+                    elems_same = true;
+                    (o.clone(), Some(o))
+                }
                 Directive::Merge => (d, Some(o)),
             },
             Some(_) => return Ok(Out::Clear),
@@ -469,10 +504,11 @@ fn assoc_list(
             values,
             &keys,
             d_list,
-            p_list.as_deref(),
+            p_list.clone(),
             elem_sch,
             ctx,
             path,
+            elems_same,
         )?
     } else {
         let mut prim: Vec<Vec<String>> = Vec::new();
@@ -491,10 +527,11 @@ fn assoc_list(
             prim,
             &[String::new()],
             d_list,
-            p_list.as_deref(),
+            p_list.clone(),
             elem_sch,
             ctx,
             path,
+            elems_same,
         )?
     };
     Ok(Out::Set(Value::Array(result), false))
@@ -682,10 +719,11 @@ fn set_assoc_elements(
     mut values: Vec<Vec<String>>,
     keys: &[String],
     mut dest: Vec<Value>,
-    patch: Option<&[Value]>,
+    mut patch: Option<Vec<Value>>,
     elem_sch: Option<Cursor<'_>>,
     ctx: &Ctx<'_>,
     path: &mut Vec<String>,
+    same: bool,
 ) -> Result<Vec<Value>, PatchError> {
     let mut items: Vec<Value> = Vec::new();
     if keys.len() > 1 {
@@ -700,10 +738,21 @@ fn set_assoc_elements(
         valid_keys = vk.clone();
         let (lk, lv) = validate_keys(std::slice::from_ref(&vv), &vv, &vk);
         let d_idx = find_element(&dest, &lk, &lv);
-        let p_elem = patch.and_then(|p| find_element(p, &lk, &lv).map(|i| p[i].clone()));
+        let p_idx = patch.as_deref().and_then(|p| find_element(p, &lk, &lv));
+        let p_elem = p_idx.and_then(|i| patch.as_ref().map(|p| p[i].clone()));
+        // kyaml elides an element's directive from the patch node itself, so a later walk of
+        // the same element (duplicate key tuples) no longer sees it.
+        if let (Some(i), Some(p)) = (p_idx, patch.as_mut())
+            && let Some(Value::Object(m)) = p.get_mut(i)
+            && m.get(DIRECTIVE)
+                .and_then(Value::as_str)
+                .is_some_and(|d| matches!(d, "delete" | "replace" | "merge"))
+        {
+            m.shift_remove(DIRECTIVE);
+        }
         let d_elem = d_idx.map(|i| dest[i].clone());
         path.push(format!("[{}]", vv.join(",")));
-        let out = walk(d_elem, p_elem, elem_sch, ctx, path);
+        let out = walk(d_elem, p_elem, elem_sch, ctx, path, same);
         path.pop();
         let mut val = match out? {
             Out::Clear => None,
@@ -788,4 +837,40 @@ fn append_list(
         element_setter(dst, Some(elem), keys, &v, path)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn key_tuples_match_like_kyaml() {
+        assert_eq!(
+            match_values(&v(&["80", ""]), &v(&["80", "TCP"])),
+            Some(v(&["80", "TCP"]))
+        );
+        assert_eq!(match_values(&v(&["80", "UDP"]), &v(&["80", "TCP"])), None);
+        assert_eq!(match_values(&v(&["80", ""]), &v(&["81", ""])), None);
+        // Two empty values count as a shared value (kyaml quirk).
+        assert_eq!(
+            match_values(&v(&["", ""]), &v(&["80", ""])),
+            Some(v(&["80", ""]))
+        );
+        let mut l = vec![v(&["80", ""]), v(&["80", "TCP"]), v(&["81", "UDP"])];
+        merge_values(&mut l);
+        assert_eq!(
+            l,
+            vec![v(&["80", "TCP"]), v(&["80", "TCP"]), v(&["81", "UDP"])]
+        );
+        let (k, vals) = validate_keys(
+            &[v(&["80", ""])],
+            &v(&["80", ""]),
+            &v(&["port", "protocol"]),
+        );
+        assert_eq!((k, vals), (v(&["port"]), v(&["80"])));
+    }
 }

@@ -307,7 +307,9 @@ pub fn expand(
 
 /// Substitutes the var `values` in every resource at the given field specs (use
 /// [`default_var_reference_paths`] plus any `configurations:` additions). Returns the names of
-/// the vars that were never used (kustomize only logs them).
+/// the vars that were never used (kustomize only logs them). kustomize skips this step
+/// entirely when no var is defined (so `$$` then stays `$$`): call it only when `values` is
+/// not empty.
 pub fn substitute(
     resources: &mut [Resource],
     values: &BTreeMap<String, Value>,

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::parse::resolve_plain;
+use super::parse::{looks_like_timestamp, resolve_plain};
 
 /// Serialises objects as a YAML stream separated by `---` lines (no leading separator).
 pub fn to_yaml_stream(objs: &[Value]) -> String {
@@ -224,7 +224,10 @@ fn style_for(s: &str) -> Style {
     if s.is_empty() {
         return Style::Double;
     }
-    if resolve_plain(s) != Value::String(s.to_string()) || is_yaml11_special(s) {
+    if resolve_plain(s) != Value::String(s.to_string())
+        || is_yaml11_special(s)
+        || looks_like_timestamp(s)
+    {
         return Style::Double;
     }
     let special = s.chars().any(|c| !is_printable(c));

@@ -76,7 +76,10 @@ pub fn parse_stream_tracked(text: &str, origin: &str) -> Result<Vec<TrackedDoc>>
         .into_iter()
         .zip(empties)
         .filter(|(d, _)| !d.is_null())
-        .map(|(value, empty_values)| TrackedDoc { value, empty_values })
+        .map(|(value, empty_values)| TrackedDoc {
+            value,
+            empty_values,
+        })
         .collect())
 }
 
@@ -274,7 +277,8 @@ impl Converter<'_> {
                     let (k, _) = self.node(ev, m, depth + 1)?;
                     let (vev, vm) = self.next()?;
                     if self.track {
-                        if matches!(&vev, Event::Scalar(t, TScalarStyle::Plain, _, None) if t.is_empty()) {
+                        if matches!(&vev, Event::Scalar(t, TScalarStyle::Plain, _, None) if t.is_empty())
+                        {
                             let mut p = self.path.clone();
                             p.push(PathSeg::Key(key_string(&k)));
                             if let Some(last) = self.empties.last_mut() {
@@ -405,6 +409,11 @@ pub fn resolve_plain(s: &str) -> Value {
         return Value::String(ts);
     }
     Value::String(s.to_string())
+}
+
+/// Whether a plain scalar would be read as a timestamp.
+pub fn looks_like_timestamp(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_digit()) && resolve_timestamp(s).is_some()
 }
 
 fn resolve_number(s: &str) -> Option<Value> {

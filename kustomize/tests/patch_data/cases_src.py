@@ -890,3 +890,130 @@ def _fuzz_lists(seed, n):
 
 _res, _patches = _fuzz_lists(7, 80)
 CASES.append(smp("smp_random_lists", _res, *_patches))
+
+
+def _fuzz_services(seed, n):
+    """Random Service port lists (merge key port+protocol) and patches with directives."""
+    import random
+    import yaml as _y
+    rnd = random.Random(seed)
+
+    def ports(patch):
+        out = []
+        for _ in range(rnd.randint(0, 4)):
+            p = {"port": rnd.choice([80, 81, 82])}
+            if rnd.random() < 0.5:
+                p["protocol"] = rnd.choice(["TCP", "UDP"])
+            p["targetPort"] = rnd.randint(1, 9)
+            if patch and rnd.random() < 0.1:
+                p["$patch"] = "delete"
+            if rnd.random() < 0.1:
+                del p["port"]
+            out.append(p)
+        return out
+
+    docs, patches = [], []
+    for i in range(n):
+        name = "s%d" % i
+        docs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                     "spec": {"ports": ports(False), **({"selector": {"a": "b"}} if rnd.random() < 0.5 else {})}})
+        spec = {"ports": ports(True)}
+        if rnd.random() < 0.2:
+            spec["selector"] = None
+        patches.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
+    return (_y.safe_dump_all(docs, sort_keys=False), [_y.safe_dump(p, sort_keys=False) for p in patches])
+
+
+_res, _patches = _fuzz_lists(11, 120)
+CASES.append(smp("smp_random_lists_2", _res, *_patches))
+_res, _patches = _fuzz_services(5, 120)
+CASES.append(smp("smp_random_service_ports", _res, *_patches))
+
+
+CASES += [
+    repl("repl_path_syntax", """
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: src
+  annotations:
+    a.b/c: dotted
+data:
+  list: placeholder
+spec:
+  items: [x, y, z]
+  objs:
+  - name: one
+    v: 1
+  - name: two
+    v: 2
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dst
+  annotations:
+    x.y: old
+data:
+  k: old
+spec:
+  args: [--a, --b, --c]
+  objs:
+  - name: one
+  - name: two
+""", [
+        {"source": {"kind": "ConfigMap", "name": "src", "fieldPath": "metadata.annotations.a\\.b/c"},
+         "targets": [{"select": {"name": "dst"}, "fieldPaths": ["metadata.annotations.x\\.y", "data.[file.name]", "spec.args.[=--b]"],
+                      "options": {"create": True}}]},
+        {"source": {"kind": "ConfigMap", "name": "src", "fieldPath": "spec.objs.[name=two].v"},
+         "targets": [{"select": {"name": "dst"}, "fieldPaths": ["spec.objs.[name=t.*].v", "spec.args.3", "spec.objs.2.name"],
+                      "options": {"create": True}}]},
+        {"source": {"kind": "ConfigMap", "name": "src", "fieldPath": "spec.items.1"},
+         "targets": [{"select": {"name": "dst"}, "fieldPaths": ["data.k"]}]},
+    ]),
+    repl("repl_index_out_of_range_error", REPL_RES, [
+        {"source": {"kind": "ConfigMap", "name": "src", "fieldPath": "data.word"},
+         "targets": [{"select": {"name": "app"}, "fieldPaths": ["spec.template.spec.containers.5.image"]}]},
+    ]),
+    repl("repl_source_delimiter_out_of_range_error", REPL_RES, [
+        {"source": {"kind": "ConfigMap", "name": "src", "fieldPath": "data.image", "options": {"delimiter": ":", "index": 5}},
+         "targets": [{"select": {"name": "app"}, "fieldPaths": ["metadata.name"]}]},
+    ]),
+    repl("repl_select_namespace_and_version", """
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: src
+  namespace: a
+data:
+  v: fromA
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: src
+  namespace: b
+data:
+  v: fromB
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dst
+data:
+  v: old
+  w: old
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dst2
+  namespace: default
+data:
+  v: old
+""", [
+        {"source": {"kind": "ConfigMap", "name": "src", "namespace": "b", "version": "v1", "fieldPath": "data.v"},
+         "targets": [{"select": {"namespace": "default", "kind": "ConfigMap"}, "fieldPaths": ["data.v"]},
+                     {"select": {"name": "dst", "version": "v2"}, "fieldPaths": ["data.w"]}]},
+    ]),
+]

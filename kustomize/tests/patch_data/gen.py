@@ -47,7 +47,7 @@ def main():
         out.append(entry)
         print(case["name"], "ERROR" if err else "ok", file=sys.stderr)
     with open(os.path.join(HERE, "cases.json"), "w") as f:
-        json.dump(out, f, indent=1, sort_keys=False)
+        json.dump(out, f, separators=(",", ":"), sort_keys=False)
         f.write("\n")
 
 

@@ -694,7 +694,8 @@ mod tests {
         assert_eq!(h.len(), 3 * 512);
         assert_eq!(h[156], b'x');
         assert_eq!(&h[..13], b"PaxHeaders.0/");
-        let rec = format!("158 path={name}\n");
+        let rec = format!("160 path={name}\n");
+        assert_eq!(rec.len(), 160);
         assert_eq!(&h[512..512 + rec.len()], rec.as_bytes());
         assert_eq!(h[1024 + 156], b'0');
 
@@ -708,8 +709,9 @@ mod tests {
         assert_eq!(pax_record("path", b"a"), b"9 path=a\n");
         let v = "y".repeat(92);
         let r = pax_record("path", v.as_bytes());
-        assert_eq!(r.len(), 101);
-        assert!(r.starts_with(b"101 path="));
+        // 99 bytes without the length field; "101 " would make it 102 long, so Go writes 102.
+        assert_eq!(r.len(), 102);
+        assert!(r.starts_with(b"102 path="));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 pub mod archive;
 pub mod error;
 pub mod ignore;
+pub mod server;
+pub mod storage;
 
 pub use archive::{
     Digest, DigestAlgorithm, bench_package, package_dir, package_dir_with, package_to_file,
@@ -10,3 +12,8 @@ pub use archive::{
 };
 pub use error::ArtifactError;
 pub use ignore::IgnoreRules;
+pub use server::{router, serve, serve_listener};
+pub use storage::{
+    Artifact, ArtifactLock, Storage, StorageOptions, advertised_address, artifact_path,
+    git_artifact_file_name, select_garbage,
+};

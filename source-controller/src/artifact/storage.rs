@@ -623,7 +623,7 @@ mod tests {
     #[test]
     fn select_combines_ttl_and_records() {
         let fs = files(6);
-        // f0, f1 expired (age > 3 at t=1004.5 => ages 4.x, 3.x) -> only f0 (age 4) > 3.
+        // At t=1004 with ttl 3s only f0 (age 4) is expired; then the oldest go until 2 remain.
         let g = select_garbage(&fs, Path::new("/s/f5"), t(1004), Duration::from_secs(3), 2);
         assert_eq!(
             g,

@@ -1,0 +1,221 @@
+//! Smart HTTP(S): `GET <url>/info/refs?service=git-upload-pack`, then
+//! `POST <url>/git-upload-pack` per request (gitprotocol-http).
+
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode, header};
+
+use super::BoxReader;
+use crate::error::GitError;
+use crate::pktline::{Pkt, PktReader};
+use crate::protocol::{Advertisement, read_advertisement};
+use crate::url::redact;
+use crate::{Auth, Remote};
+
+pub(crate) struct HttpConn {
+    client: Client,
+    url: String,
+    auth: Auth,
+    max_body: u64,
+    timeout: Duration,
+    want_v2: bool,
+}
+
+/// Installs the ring provider as rustls' process default unless one is set.
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another installer is fine: a provider is set either way.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+fn build_client(remote: &Remote) -> Result<Client, GitError> {
+    ensure_crypto_provider();
+    let mut b = Client::builder()
+        .user_agent(concat!("git/rflux-git-", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(remote.timeout)
+        .timeout(remote.timeout);
+    if let Some(ca) = &remote.tls.ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(ca.as_bytes())
+            .map_err(|_| GitError::Tls("the CA bundle is not valid PEM".into()))?;
+        if certs.is_empty() {
+            return Err(GitError::Tls("the CA bundle holds no certificate".into()));
+        }
+        b = b.tls_certs_merge(certs);
+    }
+    match (&remote.tls.client_cert_pem, &remote.tls.client_key_pem) {
+        (Some(cert), Some(key)) => {
+            let mut pem = cert.clone().into_bytes();
+            pem.push(b'\n');
+            pem.extend_from_slice(key.as_bytes());
+            let id = reqwest::Identity::from_pem(&pem).map_err(|_| {
+                GitError::Tls("the client certificate or key is not valid PEM".into())
+            })?;
+            b = b.identity(id);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(GitError::Config(
+                "mTLS needs both a client certificate and a client key".into(),
+            ));
+        }
+    }
+    if let Some(p) = &remote.proxy {
+        let proxy = reqwest::Proxy::all(p)
+            .map_err(|_| GitError::Config(format!("invalid proxy URL {}", redact(p))))?;
+        b = b.proxy(proxy);
+    }
+    b.build()
+        .map_err(|e| GitError::Tls(format!("cannot build the HTTP client: {}", chain(&e))))
+}
+
+/// The error and its sources, joined; reqwest errors are stripped of their URL.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let m = s.to_string();
+        if parts.last() != Some(&m) {
+            parts.push(m);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+fn map_reqwest(e: reqwest::Error, timeout: Duration) -> GitError {
+    if e.is_timeout() {
+        return GitError::Timeout(timeout);
+    }
+    let e = e.without_url();
+    let msg = chain(&e);
+    let lower = msg.to_ascii_lowercase();
+    if ["certificate", "tls", "handshake", "unknownissuer", "x509"]
+        .iter()
+        .any(|k| lower.contains(k))
+    {
+        GitError::Tls(msg)
+    } else {
+        GitError::Transport(msg)
+    }
+}
+
+fn check_status(status: StatusCode, what: &str, url: &str) -> Result<(), GitError> {
+    let url = redact(url);
+    match status {
+        s if s.is_success() => Ok(()),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitError::Auth(format!(
+            "{what} {url}: HTTP {status}"
+        ))),
+        StatusCode::NOT_FOUND => Err(GitError::NotFound(format!(
+            "{what} {url}: HTTP {status}"
+        ))),
+        _ => Err(GitError::Transport(format!("{what} {url}: HTTP {status}"))),
+    }
+}
+
+impl HttpConn {
+    fn apply_auth(&self, req: reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder, GitError> {
+        Ok(match &self.auth {
+            Auth::None => req,
+            Auth::Basic { username, password } => req.basic_auth(username, Some(password)),
+            Auth::Bearer(token) => req.bearer_auth(token),
+            Auth::Ssh(_) => {
+                return Err(GitError::Config(
+                    "SSH credentials cannot be used with an HTTP(S) URL".into(),
+                ));
+            }
+        })
+    }
+
+    async fn body(&self, mut resp: reqwest::Response) -> Result<Vec<u8>, GitError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| map_reqwest(e, self.timeout))?
+        {
+            if (body.len() + chunk.len()) as u64 > self.max_body {
+                return Err(GitError::Limit(format!(
+                    "HTTP response exceeds the limit of {} bytes",
+                    self.max_body
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// Connects and reads the advertisement.
+    pub(crate) async fn open(
+        remote: &Remote,
+        url: &str,
+    ) -> Result<(HttpConn, Advertisement), GitError> {
+        let conn = HttpConn {
+            client: build_client(remote)?,
+            url: url.to_string(),
+            auth: remote.auth.clone(),
+            max_body: remote.limits.max_pack_bytes.saturating_add(1 << 20),
+            timeout: remote.timeout,
+            want_v2: remote.protocol == crate::ProtocolVersion::V2,
+        };
+        let info = format!("{url}/info/refs?service=git-upload-pack");
+        let mut req = conn.client.get(&info).header(header::ACCEPT, "*/*");
+        if conn.want_v2 {
+            req = req.header("Git-Protocol", "version=2");
+        }
+        let resp = conn
+            .apply_auth(req)?
+            .send()
+            .await
+            .map_err(|e| map_reqwest(e, conn.timeout))?;
+        check_status(resp.status(), "GET", url)?;
+        let ctype = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        if !ctype.starts_with("application/x-git-upload-pack-advertisement") {
+            return Err(GitError::protocol(format!(
+                "{} is not a smart HTTP git server (content type {ctype:?}); dumb HTTP is not supported",
+                redact(url)
+            )));
+        }
+        let body = conn.body(resp).await?;
+        let mut r = PktReader::new(&body[..]);
+        // Smart servers start with "# service=git-upload-pack" and a flush.
+        let first = r.read_required().await?;
+        match first.text() {
+            Some(t) if t.starts_with(b"# service=") => {
+                if r.read_required().await? != Pkt::Flush {
+                    return Err(GitError::protocol("service line not followed by a flush"));
+                }
+            }
+            _ => return Err(GitError::protocol("missing \"# service=\" line")),
+        }
+        let adv = read_advertisement(&mut r).await?;
+        Ok((conn, adv))
+    }
+
+    pub(crate) async fn post(&self, v2: bool, body: Vec<u8>) -> Result<BoxReader<'static>, GitError> {
+        let url = format!("{}/git-upload-pack", self.url);
+        let mut req = self
+            .client
+            .post(&url)
+            .header(header::CONTENT_TYPE, "application/x-git-upload-pack-request")
+            .header(header::ACCEPT, "application/x-git-upload-pack-result")
+            .body(body);
+        if v2 {
+            req = req.header("Git-Protocol", "version=2");
+        }
+        let resp = self
+            .apply_auth(req)?
+            .send()
+            .await
+            .map_err(|e| map_reqwest(e, self.timeout))?;
+        check_status(resp.status(), "POST", &self.url)?;
+        let body = self.body(resp).await?;
+        Ok(PktReader::new(Box::new(std::io::Cursor::new(body))))
+    }
+}
