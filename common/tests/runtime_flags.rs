@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use clap::Parser;
 use rflux_common::runtime::flags::{
-    AddrError, FeatureGateError, KUSTOMIZE_FEATURE_GATES, SOURCE_FEATURE_GATES, parse_feature_gates,
-    parse_listen_addr, runtime_namespace_from,
+    AddrError, FeatureGateError, KUSTOMIZE_FEATURE_GATES, SOURCE_FEATURE_GATES,
+    parse_feature_gates, parse_listen_addr, runtime_namespace_from,
 };
 use rflux_common::runtime::leader::lease_name;
-use rflux_common::runtime::{KustomizeControllerFlags, LogEncoding, LogLevel, SourceControllerFlags};
+use rflux_common::runtime::{
+    KustomizeControllerFlags, LogEncoding, LogLevel, SourceControllerFlags,
+};
 
 #[derive(Debug, Parser)]
 struct Kc {
@@ -61,8 +63,16 @@ fn kustomize_defaults_match_flux() {
     assert_eq!(f.concurrent_ssa, 4);
     assert_eq!(f.http_retry, 9);
     assert!(!f.no_cross_namespace_refs);
-    assert_eq!(f.watch_configs_label_selector, "reconcile.fluxcd.io/watch=Enabled");
+    assert_eq!(
+        f.watch_configs_label_selector,
+        "reconcile.fluxcd.io/watch=Enabled"
+    );
     assert!(f.inert_flags_in_use().is_empty());
+    let f = kc(&["--token-cache-max-size=5", "--sops-age-secret=sops-age"]).unwrap();
+    assert_eq!(
+        f.inert_flags_in_use(),
+        vec!["--token-cache-max-size", "--sops-age-secret"]
+    );
 }
 
 #[test]
@@ -96,7 +106,11 @@ fn flux_deployment_args_parse() {
     .unwrap();
     assert!(f.runtime.leader_election.enable);
     assert!(f.runtime.watch_all_namespaces);
-    assert_eq!(f.inert_flags_in_use(), vec!["--events-addr"]);
+    assert!(f.inert_flags_in_use().is_empty());
+    assert_eq!(
+        f.runtime.events_addr,
+        "http://notification-controller.flux-system.svc.cluster.local./"
+    );
 
     let s = sc(&[
         "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
@@ -170,7 +184,11 @@ fn invalid_values_are_rejected() {
 
 #[test]
 fn source_inert_flags_are_reported() {
-    let s = sc(&["--helm-cache-max-size=10", "--ssh-kex-algos=curve25519-sha256"]).unwrap();
+    let s = sc(&[
+        "--helm-cache-max-size=10",
+        "--ssh-kex-algos=curve25519-sha256",
+    ])
+    .unwrap();
     let inert = s.inert_flags_in_use();
     assert!(inert.contains(&"--helm-cache-max-size"));
     assert!(inert.contains(&"--ssh-kex-algos"));
@@ -182,9 +200,11 @@ fn feature_gates() {
     let gates = parse_feature_gates("", KUSTOMIZE_FEATURE_GATES).unwrap();
     assert_eq!(gates.len(), KUSTOMIZE_FEATURE_GATES.len());
     assert!(gates.contains(&("StrictPostBuildSubstitutions".to_string(), true)));
-    let gates =
-        parse_feature_gates("StrictPostBuildSubstitutions=false,GroupChangeLog=true", KUSTOMIZE_FEATURE_GATES)
-            .unwrap();
+    let gates = parse_feature_gates(
+        "StrictPostBuildSubstitutions=false,GroupChangeLog=true",
+        KUSTOMIZE_FEATURE_GATES,
+    )
+    .unwrap();
     assert!(gates.contains(&("StrictPostBuildSubstitutions".to_string(), false)));
     assert!(gates.contains(&("GroupChangeLog".to_string(), true)));
     assert_eq!(
@@ -218,22 +238,40 @@ fn listen_addresses() {
     assert!(local.ip().is_loopback());
     assert_eq!(parse_listen_addr("0").unwrap(), None);
     assert_eq!(parse_listen_addr("").unwrap(), None);
-    assert!(matches!(parse_listen_addr("8080"), Err(AddrError::Invalid(_))));
-    assert!(matches!(parse_listen_addr(":http"), Err(AddrError::Invalid(_))));
-    assert!(matches!(parse_listen_addr(":99999"), Err(AddrError::Invalid(_))));
+    assert!(matches!(
+        parse_listen_addr("8080"),
+        Err(AddrError::Invalid(_))
+    ));
+    assert!(matches!(
+        parse_listen_addr(":http"),
+        Err(AddrError::Invalid(_))
+    ));
+    assert!(matches!(
+        parse_listen_addr(":99999"),
+        Err(AddrError::Invalid(_))
+    ));
 }
 
 #[test]
 fn lease_names_follow_flux() {
-    assert_eq!(lease_name("kustomize-controller", ""), "kustomize-controller-leader-election");
-    assert_eq!(lease_name("source-controller", "  "), "source-controller-leader-election");
+    assert_eq!(
+        lease_name("kustomize-controller", ""),
+        "kustomize-controller-leader-election"
+    );
+    assert_eq!(
+        lease_name("source-controller", "  "),
+        "source-controller-leader-election"
+    );
     let sharded = lease_name("kustomize-controller", "sharding.fluxcd.io/key=shard1");
     let suffix = sharded
         .strip_prefix("kustomize-controller-leader-election-")
         .unwrap();
     assert_eq!(suffix.len(), 8);
     assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()));
-    assert_ne!(sharded, lease_name("kustomize-controller", "sharding.fluxcd.io/key=shard2"));
+    assert_ne!(
+        sharded,
+        lease_name("kustomize-controller", "sharding.fluxcd.io/key=shard2")
+    );
 }
 
 #[test]

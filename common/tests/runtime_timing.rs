@@ -19,7 +19,10 @@ fn jitter_bounds() {
     let mut distinct = std::collections::HashSet::new();
     for _ in 0..200 {
         let d = jittered(i, 5);
-        assert!(d >= Duration::from_secs(95) && d <= Duration::from_secs(105), "{d:?}");
+        assert!(
+            d >= Duration::from_secs(95) && d <= Duration::from_secs(105),
+            "{d:?}"
+        );
         distinct.insert(d.as_millis());
     }
     assert!(distinct.len() > 10, "jitter should vary");
@@ -47,7 +50,10 @@ fn exponential_backoff() {
 #[test]
 fn token_bucket_reservations() {
     let t0 = Instant::now();
-    let s = BucketState { tokens: 2.0, at: t0 };
+    let s = BucketState {
+        tokens: 2.0,
+        at: t0,
+    };
     let (s, w) = reserve(s, t0, 10.0, 2.0);
     assert_eq!(w, Duration::ZERO);
     let (s, w) = reserve(s, t0, 10.0, 2.0);
@@ -58,7 +64,10 @@ fn token_bucket_reservations() {
     let (_, w) = reserve(s, t0, 10.0, 2.0);
     assert!((w.as_secs_f64() - 0.2).abs() < 1e-9, "{w:?}");
     // Refill is capped at burst.
-    let s = BucketState { tokens: 0.0, at: t0 };
+    let s = BucketState {
+        tokens: 0.0,
+        at: t0,
+    };
     let (s, w) = reserve(s, t0 + Duration::from_secs(100), 10.0, 2.0);
     assert_eq!(w, Duration::ZERO);
     assert!((s.tokens - 1.0).abs() < 1e-9);
@@ -86,9 +95,21 @@ fn leader_decisions() {
     let t0 = Instant::now();
     let d35 = Duration::from_secs(35);
     assert_eq!(decide(None, "me", t0, t0, d35), Decision::Create);
-    assert_eq!(decide(Some(&held_by("me", 35)), "me", t0, t0, d35), Decision::Renew);
-    assert_eq!(decide(Some(&LeaseSpec::default()), "me", t0, t0, d35), Decision::Acquire);
-    match decide(Some(&held_by("other", 35)), "me", t0, t0 + Duration::from_secs(10), d35) {
+    assert_eq!(
+        decide(Some(&held_by("me", 35)), "me", t0, t0, d35),
+        Decision::Renew
+    );
+    assert_eq!(
+        decide(Some(&LeaseSpec::default()), "me", t0, t0, d35),
+        Decision::Acquire
+    );
+    match decide(
+        Some(&held_by("other", 35)),
+        "me",
+        t0,
+        t0 + Duration::from_secs(10),
+        d35,
+    ) {
         Decision::Wait { holder, remaining } => {
             assert_eq!(holder, "other");
             assert_eq!(remaining, Duration::from_secs(25));
@@ -97,12 +118,24 @@ fn leader_decisions() {
     }
     // Expired relative to when we last saw it change.
     assert_eq!(
-        decide(Some(&held_by("other", 35)), "me", t0, t0 + Duration::from_secs(35), d35),
+        decide(
+            Some(&held_by("other", 35)),
+            "me",
+            t0,
+            t0 + Duration::from_secs(35),
+            d35
+        ),
         Decision::Acquire
     );
     // A released lease (duration 1s) expires after 1s even if it had a holder.
     assert_eq!(
-        decide(Some(&held_by("other", 1)), "me", t0, t0 + Duration::from_secs(1), d35),
+        decide(
+            Some(&held_by("other", 1)),
+            "me",
+            t0,
+            t0 + Duration::from_secs(1),
+            d35
+        ),
         Decision::Acquire
     );
 }
@@ -124,7 +157,10 @@ fn leader_specs() {
     assert_eq!(renewed.lease_transitions, Some(3));
     assert_eq!(renewed.acquire_time, mine.acquire_time);
     assert_eq!(renewed.renew_time, Some(MicroTime(now)));
-    let wait = Decision::Wait { holder: "x".into(), remaining: Duration::ZERO };
+    let wait = Decision::Wait {
+        holder: "x".into(),
+        remaining: Duration::ZERO,
+    };
     assert!(next_spec(Some(&current), &wait, "me", d, now).is_none());
     let released = released_spec(&mine, now);
     assert_eq!(released.holder_identity, None);
@@ -132,4 +168,21 @@ fn leader_specs() {
     // After a release nobody holds it: acquiring does not count a transition.
     let reacquired = next_spec(Some(&released), &Decision::Acquire, "other", d, now).unwrap();
     assert_eq!(reacquired.lease_transitions, Some(3));
+}
+
+#[test]
+fn requeue_actions_map_to_result_labels() {
+    use kube::runtime::controller::Action;
+    use rflux_common::runtime::controller::{
+        no_requeue, requeue_dependency, requeue_success, result_label,
+    };
+    use rflux_common::runtime::metrics::ReconcileResult;
+    let ok: Result<Action, std::io::Error> = Ok(no_requeue());
+    assert_eq!(result_label(&ok), ReconcileResult::Success);
+    let ok: Result<Action, std::io::Error> = Ok(requeue_success(Duration::from_secs(60), 5));
+    assert_eq!(result_label(&ok), ReconcileResult::RequeueAfter);
+    let ok: Result<Action, std::io::Error> = Ok(requeue_dependency(Duration::ZERO));
+    assert_eq!(result_label(&ok), ReconcileResult::Requeue);
+    let err: Result<Action, std::io::Error> = Err(std::io::Error::other("x"));
+    assert_eq!(result_label(&err), ReconcileResult::Error);
 }

@@ -127,7 +127,15 @@ impl ControlPlane {
                 eprintln!("rflux-e2e: control plane {name:?} is not healthy; restarting it");
             }
             tokio::task::spawn_blocking(crate::ensure_binaries).await??;
-            Self::start(name).await
+            // Ports are picked before the processes bind them: retry once in
+            // case another process took one in between.
+            match Self::start(name).await {
+                Ok(cp) => Ok(cp),
+                Err(e) => {
+                    eprintln!("rflux-e2e: first start of {name:?} failed, retrying: {e:#}");
+                    Self::start(name).await
+                }
+            }
         }
         .await;
         drop(lock);
@@ -260,6 +268,9 @@ impl ControlPlane {
             format!("--service-account-signing-key-file={}", p("sa.key")),
             "--profiling=false".to_string(),
             "--event-ttl=1h".to_string(),
+            // The `kubernetes` Endpoints may not point at loopback: do not
+            // reconcile them (nothing in the cluster dials the API server).
+            "--endpoint-reconciler-type=none".to_string(),
         ];
         let kubeconfig = s.kubeconfig.display().to_string();
         let kcm_args = vec![
@@ -681,6 +692,7 @@ fn http_get_plain(port: u16, path: &str) -> anyhow::Result<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

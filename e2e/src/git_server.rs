@@ -108,7 +108,11 @@ impl GitServer {
             eprintln!("rflux-e2e: git server is not healthy; restarting it");
         }
         crate::ensure_gitserver_binary()?;
-        Self::start()
+        // The sshd port is picked before sshd binds it: retry once.
+        Self::start().or_else(|e| {
+            eprintln!("rflux-e2e: first start of the git server failed, retrying: {e:#}");
+            Self::start()
+        })
     }
 
     /// Reads the state file, if any.

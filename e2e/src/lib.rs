@@ -40,7 +40,15 @@ pub fn repo_root() -> PathBuf {
 /// Directory holding all e2e state (`RFLUX_E2E_STATE`, default `<repo>/.e2e`).
 pub fn state_root() -> PathBuf {
     match std::env::var_os("RFLUX_E2E_STATE") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        Some(dir) if !dir.is_empty() => {
+            // Absolute, since sshd and the state files need absolute paths.
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                std::env::current_dir().map_or(dir.clone(), |cwd| cwd.join(&dir))
+            }
+        }
         _ => repo_root().join(".e2e"),
     }
 }
@@ -200,6 +208,7 @@ pub(crate) fn now_unix() -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -194,6 +194,7 @@ pub(crate) fn rsa_key_pair(dir: &Path, name: &str) -> anyhow::Result<(PathBuf, P
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

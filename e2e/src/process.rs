@@ -140,6 +140,7 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

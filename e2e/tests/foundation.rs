@@ -1,13 +1,14 @@
 //! Foundation e2e tests: the control plane really schedules and runs
 //! workloads, RBAC is enforced, and the git server authenticates for real.
 //! Each test works in its own namespace / repository.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, PostParams};
 use rflux_e2e::{ControlPlane, GitServer, TestRepo};
@@ -97,6 +98,67 @@ async fn deployment_becomes_available_on_the_kwok_node() {
     );
 }
 
+#[tokio::test]
+async fn garbage_collection_and_namespace_deletion_complete() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let ns = cp.create_namespace("gc").await.unwrap();
+    let client = cp.client().await.unwrap();
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &from_json(json!({"metadata": {"name": "owner"}})),
+        )
+        .await
+        .unwrap();
+    let dependent: ConfigMap = from_json(json!({"metadata": {
+        "name": "dependent",
+        "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid.clone().unwrap(),
+        }],
+    }}));
+    cms.create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+    cms.delete("owner", &Default::default()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cms.get_opt("dependent").await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the garbage collector never deleted the dependent"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // A namespace with a running Pod is finalized: kwok lets the Pod go.
+    let pod: Pod = from_json(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }));
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let phase = pods.get("p").await.unwrap().status.and_then(|s| s.phase);
+        if phase.as_deref() == Some("Running") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "pod never ran: {phase:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let namespaces = Api::<Namespace>::all(client);
+    namespaces.delete(&ns, &Default::default()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while namespaces.get_opt(&ns).await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "namespace {ns} never finished terminating"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 fn is_forbidden<T: std::fmt::Debug>(result: &Result<T, kube::Error>) -> bool {
     matches!(result, Err(kube::Error::Api(status)) if status.code == 403)
 }
@@ -180,6 +242,47 @@ async fn rbac_and_impersonation_are_enforced() {
     assert!(
         is_forbidden(&delete),
         "delete is not granted, got {delete:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_instance_is_independent_and_accepts_token_kubeconfigs() {
+    let local = ControlPlane::shared().await.unwrap();
+    let remote = ControlPlane::shared_named("remote").await.unwrap();
+    assert_ne!(local.server_url(), remote.server_url());
+    assert_ne!(local.kubeconfig_path(), remote.kubeconfig_path());
+
+    let ns = remote.create_namespace("remote-only").await.unwrap();
+    let local_ns = Api::<Namespace>::all(local.client().await.unwrap())
+        .get_opt(&ns)
+        .await
+        .unwrap();
+    assert!(
+        local_ns.is_none(),
+        "namespace {ns} leaked into the default instance"
+    );
+
+    // The static-token kubeconfig (as a remote-cluster Secret would carry it)
+    // authenticates as system:masters; a wrong token is refused with 401.
+    let client_from = |text: String| async move {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    };
+    let by_token = client_from(remote.token_kubeconfig(None).unwrap()).await;
+    Api::<Namespace>::all(by_token).get(&ns).await.unwrap();
+    let wrong = remote
+        .token_kubeconfig(None)
+        .unwrap()
+        .replace(remote.admin_token(), "not-a-token");
+    let denied = Api::<Namespace>::all(client_from(wrong).await)
+        .get(&ns)
+        .await;
+    assert!(
+        matches!(&denied, Err(kube::Error::Api(s)) if s.code == 401),
+        "{denied:?}"
     );
 }
 

@@ -83,7 +83,10 @@ impl std::fmt::Debug for SshAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SshAuth")
             .field("private_key_pem", &"<redacted>")
-            .field("passphrase", &self.passphrase.as_ref().map(|_| "<redacted>"))
+            .field(
+                "passphrase",
+                &self.passphrase.as_ref().map(|_| "<redacted>"),
+            )
             .field("known_hosts", &self.known_hosts)
             .field("user", &self.user)
             .finish()
@@ -107,7 +110,10 @@ impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Auth::None => f.write_str("None"),
-            Auth::Basic { username, .. } => write!(f, "Basic {{ username: {username:?}, password: <redacted> }}"),
+            Auth::Basic { username, .. } => write!(
+                f,
+                "Basic {{ username: {username:?}, password: <redacted> }}"
+            ),
             Auth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
             Auth::Ssh(s) => s.fmt(f),
         }
@@ -130,7 +136,10 @@ impl std::fmt::Debug for TlsConfig {
         f.debug_struct("TlsConfig")
             .field("ca_pem", &self.ca_pem.is_some())
             .field("client_cert_pem", &self.client_cert_pem.is_some())
-            .field("client_key_pem", &self.client_key_pem.as_ref().map(|_| "<redacted>"))
+            .field(
+                "client_key_pem",
+                &self.client_key_pem.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -265,7 +274,11 @@ impl Session {
                 (Conn::Process(c), a)
             }
             RemoteUrl::File { path } => {
-                let (c, a) = transport::process::ProcConn::open_local(&path, remote.protocol == ProtocolVersion::V2).await?;
+                let (c, a) = transport::process::ProcConn::open_local(
+                    &path,
+                    remote.protocol == ProtocolVersion::V2,
+                )
+                .await?;
                 (Conn::Process(c), a)
             }
         };

@@ -111,10 +111,7 @@ fn split_headers(raw: &[u8]) -> Result<(Vec<(String, String)>, String), GitError
     let mut headers: Vec<(String, String)> = Vec::new();
     let mut pos = 0;
     loop {
-        let end = raw[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map(|i| i + pos);
+        let end = raw[pos..].iter().position(|&b| b == b'\n').map(|i| i + pos);
         let line = match end {
             Some(e) => &raw[pos..e],
             None => &raw[pos..],
@@ -133,7 +130,8 @@ fn split_headers(raw: &[u8]) -> Result<(Vec<(String, String)>, String), GitError
         } else {
             let sp = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
             let key = String::from_utf8_lossy(&line[..sp]).into_owned();
-            let value = String::from_utf8_lossy(line.get(sp + 1..).unwrap_or_default()).into_owned();
+            let value =
+                String::from_utf8_lossy(line.get(sp + 1..).unwrap_or_default()).into_owned();
             headers.push((key, value));
         }
         if end.is_none() {
@@ -227,6 +225,29 @@ const SIGNATURE_MARKERS: [&str; 4] = [
     "-----BEGIN SIGNED MESSAGE-----",
 ];
 
+/// Offset of the message (after the first blank line), or the end.
+fn message_start(raw: &[u8]) -> usize {
+    if raw.starts_with(b"\n") {
+        return 1;
+    }
+    raw.windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or(raw.len(), |i| i + 2)
+}
+
+/// Offset of the first signature block that starts a line of the message.
+fn signature_start(raw: &[u8]) -> Option<usize> {
+    let msg = message_start(raw);
+    SIGNATURE_MARKERS
+        .iter()
+        .filter_map(|m| {
+            let m = m.as_bytes();
+            (msg..raw.len().saturating_sub(m.len() - 1))
+                .find(|&i| raw[i..].starts_with(m) && (i == msg || raw[i - 1] == b'\n'))
+        })
+        .min()
+}
+
 impl Tag {
     pub fn parse(raw: &[u8]) -> Result<Self, GitError> {
         let (headers, full_message) = split_headers(raw)?;
@@ -243,19 +264,10 @@ impl Tag {
                 _ => {}
             }
         }
-        let sig_start = SIGNATURE_MARKERS
-            .iter()
-            .filter_map(|m| {
-                full_message
-                    .match_indices(m)
-                    .map(|(i, _)| i)
-                    .find(|&i| i == 0 || full_message.as_bytes()[i - 1] == b'\n')
-            })
-            .min();
-        let (message, signature) = match sig_start {
+        let (message, signature) = match signature_start(raw) {
             Some(i) => (
-                full_message[..i].to_string(),
-                Some(full_message[i..].to_string()),
+                String::from_utf8_lossy(&raw[message_start(raw)..i]).into_owned(),
+                Some(String::from_utf8_lossy(&raw[i..]).into_owned()),
             ),
             None => (full_message, None),
         };
@@ -272,8 +284,8 @@ impl Tag {
 
     /// The bytes a tag signature covers: the raw tag up to the signature block.
     pub fn signed_payload(&self) -> &[u8] {
-        match &self.signature {
-            Some(sig) => &self.raw[..self.raw.len().saturating_sub(sig.len())],
+        match signature_start(&self.raw) {
+            Some(i) => &self.raw[..i],
             None => &self.raw,
         }
     }
@@ -346,7 +358,10 @@ fn parse_entry(data: &[u8]) -> Result<(TreeEntry<'_>, usize), GitError> {
         .position(|&b| b == b' ')
         .ok_or_else(|| GitError::protocol("tree entry without mode"))?;
     let mode_str = &data[..sp];
-    if mode_str.is_empty() || mode_str.len() > 7 || !mode_str.iter().all(|b| (b'0'..=b'7').contains(b)) {
+    if mode_str.is_empty()
+        || mode_str.len() > 7
+        || !mode_str.iter().all(|b| (b'0'..=b'7').contains(b))
+    {
         return Err(GitError::protocol("tree entry with invalid mode"));
     }
     let mut mode = 0u32;
@@ -370,6 +385,7 @@ fn parse_entry(data: &[u8]) -> Result<(TreeEntry<'_>, usize), GitError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -420,9 +436,34 @@ tagger T <t@x> 1700000000 +0000\n\nrelease\n-----BEGIN PGP SIGNATURE-----\nabc\n
         assert_eq!(t.kind, ObjectKind::Commit);
         assert_eq!(t.name, "v1.0.0");
         assert_eq!(t.message, "release\n");
-        assert!(t.signature.as_deref().unwrap().starts_with("-----BEGIN PGP"));
-        assert!(std::str::from_utf8(t.signed_payload()).unwrap().ends_with("release\n"));
+        assert!(
+            t.signature
+                .as_deref()
+                .unwrap()
+                .starts_with("-----BEGIN PGP")
+        );
+        assert!(
+            std::str::from_utf8(t.signed_payload())
+                .unwrap()
+                .ends_with("release\n")
+        );
         assert_eq!(t.tagger.unwrap().email, "t@x");
+
+        // Non-UTF-8 message bytes do not shift the signed payload.
+        let mut raw = b"object 4b825dc642cb6eb9a060e54bf8d69288fbee4904\ntype commit\ntag v2\n\nmsg \xff\xfe\n".to_vec();
+        let payload_len = raw.len();
+        raw.extend_from_slice(b"-----BEGIN SSH SIGNATURE-----\nx\n-----END SSH SIGNATURE-----\n");
+        let t = Tag::parse(&raw).unwrap();
+        assert_eq!(t.signed_payload(), &raw[..payload_len]);
+        assert!(
+            t.signature
+                .unwrap()
+                .starts_with("-----BEGIN SSH SIGNATURE-----")
+        );
+        assert!(t.tagger.is_none());
+        // A marker inside a line is not a signature.
+        let t = Tag::parse(b"object 4b825dc642cb6eb9a060e54bf8d69288fbee4904\ntype commit\ntag v3\n\nsee -----BEGIN PGP SIGNATURE-----\n").unwrap();
+        assert!(t.signature.is_none());
     }
 
     #[test]
@@ -439,7 +480,12 @@ tagger T <t@x> 1700000000 +0000\n\nrelease\n-----BEGIN PGP SIGNATURE-----\nabc\n
         assert!(entries[1].is_tree());
         assert_eq!(entries[1].oid, ObjectId([2; 20]));
 
-        for bad in [&data[..data.len() - 3], b"100644 x", b"1x0644 a\0", b"100644 \0"] {
+        for bad in [
+            &data[..data.len() - 3],
+            b"100644 x",
+            b"1x0644 a\0",
+            b"100644 \0",
+        ] {
             let r: Result<Vec<_>, _> = tree_entries(bad).collect();
             assert!(r.is_err(), "{bad:?}");
         }

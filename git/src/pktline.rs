@@ -162,6 +162,7 @@ impl<R: AsyncRead + Unpin> PktReader<R> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -36,7 +36,10 @@ pub enum Advertisement {
     /// Protocol v2 capability advertisement (one capability per entry, `key[=value]`).
     V2 { caps: Vec<String> },
     /// Protocol v0/v1 ref advertisement with the capabilities of its first line.
-    V0 { refs: Vec<RemoteRef>, caps: Vec<String> },
+    V0 {
+        refs: Vec<RemoteRef>,
+        caps: Vec<String>,
+    },
 }
 
 impl Advertisement {
@@ -193,10 +196,10 @@ pub async fn read_advertisement<R: AsyncRead + Unpin>(
         pkt = r.read_required().await?;
     }
     for c in &caps {
-        if let Some((from, to)) = c.strip_prefix("symref=").and_then(|s| s.split_once(':')) {
-            if let Some(r) = refs.iter_mut().find(|r| r.name == from) {
-                r.symref_target = Some(to.to_string());
-            }
+        if let Some((from, to)) = c.strip_prefix("symref=").and_then(|s| s.split_once(':'))
+            && let Some(r) = refs.iter_mut().find(|r| r.name == from)
+        {
+            r.symref_target = Some(to.to_string());
         }
     }
     Ok(Advertisement::V0 { refs, caps })
@@ -359,7 +362,11 @@ pub async fn read_fetch_v2<R: AsyncRead + Unpin>(
     loop {
         let header = match r.read_required().await? {
             Pkt::Data(d) => d,
-            Pkt::Flush => return Err(GitError::protocol("fetch response ended without a packfile")),
+            Pkt::Flush => {
+                return Err(GitError::protocol(
+                    "fetch response ended without a packfile",
+                ));
+            }
             other => {
                 return Err(GitError::protocol(format!(
                     "unexpected {other:?} where a fetch section header was expected"
@@ -499,6 +506,7 @@ pub async fn read_sideband<R: AsyncRead + Unpin>(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -519,7 +527,9 @@ mod tests {
 
     #[tokio::test]
     async fn parses_v0_advertisement_with_peeled_and_symref() {
-        let first = format!("{A} HEAD\0multi_ack side-band-64k shallow symref=HEAD:refs/heads/main agent=git/2\n");
+        let first = format!(
+            "{A} HEAD\0multi_ack side-band-64k shallow symref=HEAD:refs/heads/main agent=git/2\n"
+        );
         let buf = pkts(&[
             first.as_bytes(),
             format!("{A} refs/heads/main\n").as_bytes(),
@@ -527,7 +537,9 @@ mod tests {
             format!("{B} refs/tags/v1^{{}}\n").as_bytes(),
             b"0000",
         ]);
-        let adv = read_advertisement(&mut PktReader::new(&buf[..])).await.unwrap();
+        let adv = read_advertisement(&mut PktReader::new(&buf[..]))
+            .await
+            .unwrap();
         assert_eq!(adv.version(), 0);
         assert!(adv.has_cap("shallow") && adv.has_cap("agent") && !adv.has_cap("ofs-delta"));
         let Advertisement::V0 { refs, .. } = &adv else {
@@ -555,13 +567,18 @@ mod tests {
             b"object-format=sha1\n",
             b"0000",
         ]);
-        let adv = read_advertisement(&mut PktReader::new(&buf[..])).await.unwrap();
+        let adv = read_advertisement(&mut PktReader::new(&buf[..]))
+            .await
+            .unwrap();
         assert_eq!(adv.version(), 2);
         assert!(adv.fetch_feature("shallow") && !adv.fetch_feature("filter"));
         adv.check_object_format().unwrap();
         let req = String::from_utf8(ls_refs_request(&adv, &["refs/heads/"]).unwrap()).unwrap();
         assert!(req.starts_with("0014command=ls-refs\n"));
-        assert!(req.contains("object-format=sha1\n0001") && req.ends_with("ref-prefix refs/heads/\n0000"));
+        assert!(
+            req.contains("object-format=sha1\n0001")
+                && req.ends_with("ref-prefix refs/heads/\n0000")
+        );
 
         let resp = pkts(&[
             format!("{A} HEAD symref-target:refs/heads/main\n").as_bytes(),
@@ -585,7 +602,9 @@ mod tests {
             b"\x01rest",
             b"0000",
         ]);
-        let got = read_fetch_v2(&mut PktReader::new(&resp[..]), 100).await.unwrap();
+        let got = read_fetch_v2(&mut PktReader::new(&resp[..]), 100)
+            .await
+            .unwrap();
         assert_eq!(got.pack, b"PACKrest");
         assert_eq!(got.shallow[0].to_hex(), A);
         assert!(matches!(
@@ -604,7 +623,11 @@ mod tests {
             Err(GitError::NotFound(_))
         ));
         let trunc = pkts(&[b"shallow-info\n"]);
-        assert!(read_fetch_v2(&mut PktReader::new(&trunc[..]), 100).await.is_err());
+        assert!(
+            read_fetch_v2(&mut PktReader::new(&trunc[..]), 100)
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]
@@ -621,7 +644,9 @@ mod tests {
             b"\x01CK",
             b"0000",
         ]);
-        let got = read_fetch_v0(PktReader::new(&resp[..]), &adv, 100).await.unwrap();
+        let got = read_fetch_v0(PktReader::new(&resp[..]), &adv, 100)
+            .await
+            .unwrap();
         assert_eq!(got.pack, b"PACK");
         assert_eq!(got.shallow.len(), 1);
 
@@ -631,9 +656,15 @@ mod tests {
         };
         let mut resp = pkts(&[b"NAK\n"]);
         resp.extend_from_slice(b"PACKDATA");
-        let got = read_fetch_v0(PktReader::new(&resp[..]), &raw_adv, 100).await.unwrap();
+        let got = read_fetch_v0(PktReader::new(&resp[..]), &raw_adv, 100)
+            .await
+            .unwrap();
         assert_eq!(got.pack, b"PACKDATA");
         let bad = pkts(&[b"garbage\n"]);
-        assert!(read_fetch_v0(PktReader::new(&bad[..]), &adv, 100).await.is_err());
+        assert!(
+            read_fetch_v0(PktReader::new(&bad[..]), &adv, 100)
+                .await
+                .is_err()
+        );
     }
 }

@@ -54,7 +54,10 @@ fn check_host(host: &str) -> Result<(), GitError> {
 
 fn split_user(s: &str) -> (Option<String>, &str) {
     match s.rfind('@') {
-        Some(i) => (Some(s[..i].to_string()).filter(|u| !u.is_empty()), &s[i + 1..]),
+        Some(i) => (
+            Some(s[..i].to_string()).filter(|u| !u.is_empty()),
+            &s[i + 1..],
+        ),
         None => (None, s),
     }
 }
@@ -120,34 +123,32 @@ impl RemoteUrl {
             });
         }
         if url.contains("://") {
-            return Err(config(format!(
-                "unsupported URL scheme in {}",
-                redact(url)
-            )));
+            return Err(config(format!("unsupported URL scheme in {}", redact(url))));
         }
         // scp-like: [user@]host:path, with the colon before any slash.
-        if let Some(colon) = url.find(':') {
-            if !url[..colon].contains('/') {
-                let (user, host) = split_user(&url[..colon]);
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                check_host(host)?;
-                let path = &url[colon + 1..];
-                if path.is_empty() {
-                    return Err(config(format!("SSH URL without a path: {url}")));
-                }
-                return Ok(RemoteUrl::Ssh {
-                    user,
-                    host: host.to_string(),
-                    port: None,
-                    path: path.to_string(),
-                });
+        if let Some(colon) = url.find(':')
+            && !url[..colon].contains('/')
+        {
+            let (user, host) = split_user(&url[..colon]);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            check_host(host)?;
+            let path = &url[colon + 1..];
+            if path.is_empty() {
+                return Err(config(format!("SSH URL without a path: {url}")));
             }
+            return Ok(RemoteUrl::Ssh {
+                user,
+                host: host.to_string(),
+                port: None,
+                path: path.to_string(),
+            });
         }
         Err(config(format!("unsupported remote URL {}", redact(url))))
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -205,7 +206,10 @@ mod tests {
             "/just/a/path",
             "-oProxyCommand=x:repo",
         ] {
-            assert!(matches!(RemoteUrl::parse(u), Err(GitError::Config(_))), "{u}");
+            assert!(
+                matches!(RemoteUrl::parse(u), Err(GitError::Config(_))),
+                "{u}"
+            );
         }
     }
 

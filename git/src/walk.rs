@@ -176,6 +176,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -214,7 +215,9 @@ mod tests {
         let mut out = Vec::new();
         walk_tree::<GitError, _>(s, root, f, |e| {
             out.push(match e {
-                WalkEntry::File { path, mode, data, .. } => {
+                WalkEntry::File {
+                    path, mode, data, ..
+                } => {
                     format!("{mode:o} {path} {}", String::from_utf8_lossy(data))
                 }
                 WalkEntry::Submodule { path, oid } => format!("sub {path} {}", &oid.to_hex()[..4]),
@@ -268,7 +271,10 @@ mod tests {
             assert!(matches!(r, Err(GitError::Protocol(_))), "{name}");
         }
         let mut s = ObjectStore::new();
-        let root = s.insert(ObjectKind::Tree, tree(&[("100644", "f", ObjectId([1; 20]))]));
+        let root = s.insert(
+            ObjectKind::Tree,
+            tree(&[("100644", "f", ObjectId([1; 20]))]),
+        );
         let r = walk_tree::<GitError, _>(&s, &root, &SparseFilter::all(), |_| Ok(()));
         assert!(matches!(r, Err(GitError::NotFound(_))));
         let a = s.insert(ObjectKind::Blob, b"a".to_vec());

@@ -1,6 +1,8 @@
 //! End-to-end over a local `git upload-pack` child process (`file://`),
 //! protocol v2 and v0: the same code path SSH uses, without a server.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap (project rule)
+
 mod common;
 
 use common::{git, git_listing, populate, walk_listing};
@@ -27,9 +29,16 @@ fn fixture() -> Fixture {
     std::fs::write(work.join("feature.txt"), "f\n").unwrap();
     git(&work, &["add", "-A"]);
     git(&work, &["commit", "-q", "-m", "feature"]);
+    git(&work, &["checkout", "-q", "main"]);
     git(
         dir.path(),
-        &["clone", "-q", "--bare", work.to_str().unwrap(), bare.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
     );
     Fixture {
         _dir: dir,
@@ -147,7 +156,9 @@ async fn fetch_annotated_tag_peels_to_commit() {
 #[tokio::test]
 async fn v2_session_serves_several_fetches() {
     let f = fixture();
-    let mut s = Session::connect(&remote(&f, ProtocolVersion::V2)).await.unwrap();
+    let mut s = Session::connect(&remote(&f, ProtocolVersion::V2))
+        .await
+        .unwrap();
     let refs = s.ls_refs(&["refs/heads/"]).await.unwrap();
     assert_eq!(refs.len(), 2);
     for rr in &refs {
@@ -187,4 +198,42 @@ async fn tiny_pack_limit_is_enforced() {
     let head: ObjectId = f.head.parse().unwrap();
     let err = fetch_commit(&r, &head).await.unwrap_err();
     assert!(matches!(err, GitError::Limit(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn unresponsive_http_server_times_out() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock); // accept, never answer
+        }
+    });
+    let r = Remote::new(format!("http://{addr}/repo.git"))
+        .with_timeout(std::time::Duration::from_millis(500));
+    let err = ls_refs(&r, &[]).await.unwrap_err();
+    assert!(matches!(err, GitError::Timeout(_)), "{err:?}");
+    hold.abort();
+}
+
+#[tokio::test]
+async fn non_git_http_server_is_a_protocol_error() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serve = tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
+                .await;
+        }
+    });
+    let err = ls_refs(&Remote::new(format!("http://{addr}/repo.git")), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GitError::Protocol(_)), "{err:?}");
+    serve.abort();
 }

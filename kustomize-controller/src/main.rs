@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, parse_feature_gates};
-use rflux_common::runtime::{Manager, RuntimeError, KustomizeControllerFlags, init_logging};
+use rflux_common::runtime::{KustomizeControllerFlags, Manager, RuntimeError, init_logging};
 
 const CONTROLLER_NAME: &str = "kustomize-controller";
 
@@ -31,7 +31,10 @@ fn main() -> ExitCode {
     if let Some(cmd) = cli.command {
         match cmd {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{CONTROLLER_NAME}: cannot start the async runtime: {e}");
@@ -52,7 +55,10 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     init_logging(flags.runtime.log_level, flags.runtime.log_encoding)?;
     let gates = parse_feature_gates(&flags.runtime.feature_gates, KUSTOMIZE_FEATURE_GATES)?;
     for name in flags.inert_flags_in_use() {
-        tracing::info!(flag = name, "flag accepted for Flux compatibility but has no effect yet");
+        tracing::info!(
+            flag = name,
+            "flag accepted for Flux compatibility but has no effect yet"
+        );
     }
     tracing::info!(
         concurrent = flags.concurrent,
@@ -61,14 +67,17 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
         "starting {CONTROLLER_NAME}"
     );
     let (manager, tasks) = Manager::start(CONTROLLER_NAME, &flags.runtime).await?;
-    let metrics = manager.metrics.clone();
-    let concurrent = flags.concurrent;
+    // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
+    let controller_metrics = manager
+        .metrics
+        .register_controller("kustomization", flags.concurrent);
     manager
         .run(tasks, move |_mgr, stop| async move {
-            // The Kustomization reconciler plugs in here: build it from `_mgr` and run it with
-            // `rflux_common::runtime::run_controller(_mgr.watch_api::<Kustomization>(), ...,
-            // stop)`. Until then the controller only serves health, metrics and the lease.
-            let _controller = metrics.register_controller("kustomization", concurrent);
+            // The Kustomization reconciler plugs in here:
+            // `rflux_common::runtime::run_controller(_mgr.watch_api::<Kustomization>(), settings,
+            // controller_metrics, min/max retry delay, ctx, reconcile, stop).await`.
+            // Until then the controller serves health, metrics and the lease, and waits.
+            let _ = controller_metrics;
             stop.cancelled().await;
             Ok(())
         })

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use crate::error::{KustomizeError, Result};
 use crate::fieldspec::{FieldSpec, TransformerConfig};
 use crate::generator::{self, Behavior};
-use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization, scalar_text, str_map_of};
+use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization, str_map_of};
 use crate::loader::{BuildOptions, Loader, is_remote};
 use crate::patch::{PatchOutcome, Schema, Selector, is_json6902, json6902, strategic_merge};
 use crate::resource::{ResId, Resource};
@@ -205,25 +205,9 @@ fn finish(mut acc: Acc, k: &Kustomization) -> Result<Vec<Resource>> {
             return Err(k.field_err("buildMetadata", format!("unknown option '{m}'")));
         }
     }
-    // hash suffixes
+    // hash suffixes (generated objects only: kubectl ignores a needs-hash annotation on resources)
     for item in acc.items.iter_mut() {
-        let annotated = item
-            .res
-            .obj
-            .pointer("/metadata/annotations/kustomize.config.k8s.io~1needs-hash")
-            .and_then(Value::as_str)
-            == Some("true");
-        if annotated
-            && let Some(Value::Object(a)) = item.res.obj.pointer_mut("/metadata/annotations")
-        {
-            a.remove("kustomize.config.k8s.io/needs-hash");
-            if a.is_empty()
-                && let Some(Value::Object(m)) = item.res.obj.get_mut("metadata")
-            {
-                m.remove("annotations");
-            }
-        }
-        if item.needs_hash || annotated {
+        if item.needs_hash {
             let h = generator::content_hash(&item.res.obj);
             item.store_previous_id();
             let name = format!("{}-{h}", item.res.name());
@@ -594,8 +578,14 @@ fn absorb_generated(
                     }
                 }
             }
-            if let (Some(t), Value::Object(o)) = (new_obj.get("immutable"), &mut old.res.obj) {
-                o.insert("immutable".into(), t.clone());
+            // the new object replaces the old one except for merged metadata and data
+            if let Value::Object(o) = &mut old.res.obj {
+                for field in ["immutable", "type"] {
+                    match new_obj.get(field) {
+                        Some(v) => o.insert(field.to_string(), v.clone()),
+                        None => o.remove(field),
+                    };
+                }
             }
             old.needs_hash = item.needs_hash;
             Ok(())
@@ -618,10 +608,12 @@ fn load_patch_docs(
     field: &str,
     text_or_path: &str,
 ) -> Result<Vec<Value>> {
+    // a file when one exists by that name, else inline YAML if it looks like YAML (as kustomize
+    // tries the file first)
     let looks_inline = text_or_path.contains('\n')
         || text_or_path.contains(": ")
-        || text_or_path.trim_start().starts_with('[');
-    if !looks_inline {
+        || text_or_path.trim_start().starts_with(['[', '{']);
+    if !looks_inline || ldr.join(text_or_path).is_file() {
         let (p, text) = ldr.read_text(text_or_path)?;
         return parse_stream(&text, &p.display().to_string());
     }
@@ -916,19 +908,11 @@ fn run_transformers(ldr: &Loader, k: &Kustomization, acc: &mut Acc, ctx: &mut Ct
             .get("target")
             .ok_or_else(|| k.field_err(field, "must specify a target"))?;
         let sel = selector_of(k, field, target)?;
-        let mut found = false;
+        // like kustomize, a JSON 6902 target that matches nothing is not an error
         for item in acc.items.iter_mut() {
             if sel.matches(&item.res) {
-                found = true;
                 json6902(&mut item.res.obj, &ops).map_err(|e| perr(k, field, e))?;
             }
-        }
-        if !found {
-            return Err(KustomizeError::PatchTargetNotFound {
-                file: k.file.clone(),
-                field: field.to_string(),
-                target: target.to_string(),
-            });
         }
     }
     for r in k.list("replicas")? {
@@ -943,12 +927,21 @@ fn run_transformers(ldr: &Loader, k: &Kustomization, acc: &mut Acc, ctx: &mut Ct
     let mut images = k.list("images")?;
     images.extend(k.list("imageTags")?);
     for img in images {
-        let s = |f: &str| img.get(f).and_then(scalar_text).filter(|s| !s.is_empty());
+        // like kustomize's JSON decoding, `newTag: 1.20` (a number) is an error, not "1.2"
+        let s = |f: &str| -> Result<Option<String>> {
+            match img.get(f) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(v)) => Ok(Some(v.clone()).filter(|v| !v.is_empty())),
+                Some(other) => {
+                    Err(k.field_err("images", format!("'{f}' must be a string, got {other}")))
+                }
+            }
+        };
         rules.push(ImageRule {
-            name: s("name").unwrap_or_default(),
-            new_name: s("newName"),
-            new_tag: s("newTag"),
-            digest: s("digest"),
+            name: s("name")?.unwrap_or_default(),
+            new_name: s("newName")?,
+            new_tag: s("newTag")?,
+            digest: s("digest")?,
         });
     }
     transform::images(&mut acc.items, &rules, &cfg.images)?;

@@ -33,6 +33,8 @@ pub struct FluxOverrides {
     pub components: Vec<String>,
     /// `spec.ignoreMissingComponents`.
     pub ignore_missing_components: bool,
+    /// `spec.buildMetadata`: replaces the kustomization's `buildMetadata` when not empty.
+    pub build_metadata: Vec<String>,
 }
 
 /// Joins `path` under `root` without letting `..` climb out of it.
@@ -177,6 +179,10 @@ fn overlay(ldr: &Loader, k: &mut Kustomization, o: &FluxOverrides) -> Result<()>
     if let Some(s) = o.name_suffix.as_ref().filter(|s| !s.is_empty()) {
         k.fields.insert("nameSuffix".into(), json!(s));
     }
+    if !o.build_metadata.is_empty() {
+        k.fields
+            .insert("buildMetadata".into(), json!(o.build_metadata));
+    }
     if !o.patches.is_empty() {
         let mut list = k.list("patches")?;
         list.extend(o.patches.iter().cloned());
@@ -185,10 +191,21 @@ fn overlay(ldr: &Loader, k: &mut Kustomization, o: &FluxOverrides) -> Result<()>
     if !o.images.is_empty() {
         let mut list = k.list("images")?;
         for img in &o.images {
-            let name = img.get("name");
-            match list.iter_mut().find(|x| x.get("name") == name) {
-                Some(slot) => *slot = img.clone(),
-                None => list.push(img.clone()),
+            let field =
+                |v: &Value, f: &str| v.get(f).and_then(Value::as_str).unwrap_or("").to_string();
+            let name = field(img, "name");
+            match list.iter_mut().find(|x| field(x, "name") == name) {
+                Some(Value::Object(slot)) => {
+                    // Flux merges: a new name replaces the name; a tag or digest replaces both.
+                    if !field(img, "newName").is_empty() {
+                        slot.insert("newName".into(), json!(field(img, "newName")));
+                    }
+                    if !field(img, "newTag").is_empty() || !field(img, "digest").is_empty() {
+                        slot.insert("newTag".into(), json!(field(img, "newTag")));
+                        slot.insert("digest".into(), json!(field(img, "digest")));
+                    }
+                }
+                _ => list.push(img.clone()),
             }
         }
         k.fields.insert("images".into(), Value::Array(list));
@@ -196,6 +213,14 @@ fn overlay(ldr: &Loader, k: &mut Kustomization, o: &FluxOverrides) -> Result<()>
     if !o.components.is_empty() {
         let mut list = k.list("components")?;
         for c in &o.components {
+            let p = Path::new(c);
+            // like Flux: no URL or absolute path (`..` is fine; the fence still holds)
+            if p.is_absolute() || crate::loader::is_remote(c) {
+                return Err(k.field_err(
+                    "components",
+                    format!("component path '{c}' must be local and relative"),
+                ));
+            }
             if o.ignore_missing_components && !ldr.join(c).exists() {
                 continue;
             }

@@ -183,8 +183,26 @@ impl Kustomization {
     }
 }
 
-/// Reads a `map[string]string` the way the Go structs do (scalars become their text).
+/// Reads a `map[string]string` the way kustomize's JSON decoding does: values must be strings
+/// (null counts as the empty string); a number or boolean is an error.
 pub fn str_map_of(v: &Value) -> std::result::Result<Vec<(String, String)>, String> {
+    match v {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                Value::Null => Ok((k.clone(), String::new())),
+                other => Err(format!("value of '{k}' must be a string, got {other}")),
+            })
+            .collect(),
+        other => Err(format!("expected a map of strings, got {other}")),
+    }
+}
+
+/// Reads a `map[string]string` the way go-yaml decodes plugin configurations: any scalar is
+/// taken as its text.
+pub fn str_map_lenient(v: &Value) -> std::result::Result<Vec<(String, String)>, String> {
     match v {
         Value::Null => Ok(Vec::new()),
         Value::Object(m) => m

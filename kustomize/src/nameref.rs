@@ -168,7 +168,11 @@ pub fn fix_back_references(items: &mut [Item], backrefs: &[NameBackRef]) -> Resu
                 })
                 .collect()
         };
-        let referrer_obj = items[i].res.obj.clone();
+        // only `roleRef` of the referrer is consulted while its fields are rewritten
+        let referrer_obj = match items[i].res.obj.get("roleRef") {
+            Some(r) => json!({ "roleRef": r }),
+            None => Value::Null,
+        };
         for br in backrefs {
             for fs in &br.referrers {
                 if !fs.gvk.selects_id(&org) {

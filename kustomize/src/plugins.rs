@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::build::Item;
 use crate::error::{KustomizeError, Result};
 use crate::fieldspec::{FieldSpec, TransformerConfig};
-use crate::kustomization::{Kustomization, str_map_of};
+use crate::kustomization::{Kustomization, str_map_lenient};
 use crate::transform::{self, ImageRule};
 
 fn specs_of(v: &Value, origin: &str) -> Result<Vec<FieldSpec>> {
@@ -54,7 +54,7 @@ fn run_one(k: &Kustomization, root_name: &str, items: &mut [Item], doc: &Value) 
         "LabelTransformer" => {
             let pairs = doc
                 .get("labels")
-                .map(str_map_of)
+                .map(str_map_lenient)
                 .transpose()
                 .map_err(|m| k.field_err("transformers", m))?
                 .unwrap_or_default();
@@ -63,7 +63,7 @@ fn run_one(k: &Kustomization, root_name: &str, items: &mut [Item], doc: &Value) 
         "AnnotationsTransformer" => {
             let pairs = doc
                 .get("annotations")
-                .map(str_map_of)
+                .map(str_map_lenient)
                 .transpose()
                 .map_err(|m| k.field_err("transformers", m))?
                 .unwrap_or_default();

@@ -93,16 +93,10 @@ pub fn legacy_sort_with(items: &mut [Resource], order_first: &[String], order_la
     } else {
         order_last.to_vec()
     };
-    let mut keyed: Vec<(i64, String, String, Resource)> = items
+    let mut keyed: Vec<(i64, String, String, usize)> = items
         .iter()
-        .map(|r| {
-            (
-                rank(r.kind(), &first, &last),
-                gvk_key(r),
-                ns_name_key(r),
-                r.clone(),
-            )
-        })
+        .enumerate()
+        .map(|(i, r)| (rank(r.kind(), &first, &last), gvk_key(r), ns_name_key(r), i))
         .collect();
     keyed.sort_by(|a, b| match a.0.cmp(&b.0) {
         Ordering::Equal => match a.1.cmp(&b.1) {
@@ -111,8 +105,14 @@ pub fn legacy_sort_with(items: &mut [Resource], order_first: &[String], order_la
         },
         o => o,
     });
-    for (slot, (_, _, _, r)) in items.iter_mut().zip(keyed) {
-        *slot = r;
+    let mut taken: Vec<Option<Resource>> = items
+        .iter_mut()
+        .map(|r| Some(std::mem::replace(r, Resource::new(serde_json::Value::Null))))
+        .collect();
+    for (slot, (_, _, _, i)) in items.iter_mut().zip(keyed) {
+        if let Some(r) = taken[i].take() {
+            *slot = r;
+        }
     }
 }
 

@@ -57,6 +57,32 @@ fn fifo_order_inline_patches_and_template_labels() {
     pretty_assertions::assert_eq!(got, expected);
 }
 
+/// More kubectl-checked fixtures: (directory, what it covers).
+#[test]
+fn more_fixtures_match_kubectl_byte_for_byte() {
+    for dir in [
+        // vars from a base, custom nameReference configuration, JSON 6902 rename, SMP patch
+        // without target, replacements with create, local-config objects dropped
+        "vars-replacements-nameref",
+        // generator replace across layers, allowNameChange, nameSuffix, RBAC subjects in other
+        // namespaces, Ingress/StatefulSet/StorageClass/ServiceAccount references, labels with
+        // selectors
+        "namespaces-suffix-generators",
+        // images with registry ports and digests, HPA/Role/projected-volume references, long
+        // strings folded at 80 columns, PDB/NetworkPolicy selectors
+        "images-folding",
+        // labels with custom fields, sortOptions with custom orderFirst/orderLast
+        "labels-fields-sort",
+        // quoting and block styles of awkward strings, key order, folding
+        "scalar-styles",
+    ] {
+        let d = fixtures().join(dir);
+        let got = build_yaml(&d, &BuildOptions::default());
+        let expected = std::fs::read_to_string(d.join("expected.yaml")).unwrap();
+        pretty_assertions::assert_eq!(got, expected, "fixture {dir}");
+    }
+}
+
 #[test]
 fn build_metadata_origin_and_managed_by() {
     let t = tree(&[
@@ -562,4 +588,58 @@ fn output_reparses_to_the_same_objects() {
         .collect();
     let back = parse_stream(&to_yaml_stream(&objs), "out").unwrap();
     assert_eq!(back, objs);
+}
+
+#[test]
+fn flux_images_merge_by_name_and_components_are_checked() {
+    let t = tree(&[
+        (
+            "app/d.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: nginx:1\n",
+        ),
+        (
+            "app/kustomization.yaml",
+            "resources: [d.yaml]\nimages:\n- name: nginx\n  newName: my/nginx\n  newTag: \"2\"\n",
+        ),
+        (
+            "app/comp/kustomization.yaml",
+            "kind: Component\ncommonAnnotations:\n  c: \"1\"\n",
+        ),
+    ]);
+    let o = FluxOverrides {
+        images: vec![json!({"name": "nginx", "newTag": "3"})],
+        components: vec!["comp".into(), "missing".into()],
+        ignore_missing_components: true,
+        ..Default::default()
+    };
+    let out = build_flux(t.path(), Path::new("app"), &o).unwrap();
+    assert_eq!(
+        out[0].obj.pointer("/spec/containers/0/image").unwrap(),
+        "my/nginx:3"
+    );
+    assert_eq!(out[0].obj["metadata"]["annotations"]["c"], "1");
+    let bad = FluxOverrides {
+        components: vec!["/etc".into()],
+        ..Default::default()
+    };
+    let e = build_flux(t.path(), Path::new("app"), &bad).unwrap_err();
+    assert!(e.to_string().contains("must be local and relative"), "{e}");
+    let missing = FluxOverrides {
+        components: vec!["missing".into()],
+        ..Default::default()
+    };
+    assert!(build_flux(t.path(), Path::new("app"), &missing).is_err());
+}
+
+#[test]
+fn label_values_must_be_strings() {
+    let t = tree(&[
+        ("cm.yaml", CM),
+        (
+            "kustomization.yaml",
+            "resources: [cm.yaml]\ncommonLabels:\n  a: 1\n",
+        ),
+    ]);
+    let msg = build_err(t.path()).to_string();
+    assert!(msg.contains("commonLabels") && msg.contains("'a'"), "{msg}");
 }

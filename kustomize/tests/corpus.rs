@@ -173,11 +173,8 @@ fn corpus_parity() {
             _ => LoadRestrictor::RootOnly,
         };
         let build_dir = case.join(&input).join(&kdir);
-        let expected = parse_stream(
-            &std::fs::read_to_string(case.join("expected.yaml")).unwrap(),
-            "expected.yaml",
-        )
-        .unwrap();
+        let expected_text = std::fs::read_to_string(case.join("expected.yaml")).unwrap();
+        let expected = parse_stream(&expected_text, "expected.yaml").unwrap();
         let opts = BuildOptions {
             load_restrictor: restrictor,
             ..Default::default()
@@ -196,7 +193,20 @@ fn corpus_parity() {
                 }
                 match parse_stream(&text, "output") {
                     Err(e) => Some(format!("output does not parse back: {e}")),
-                    Ok(back) => compare(&back, &expected),
+                    Ok(back) => match compare(&back, &expected) {
+                        // strict check: the same objects must also print byte for byte alike
+                        None if text != expected_text => {
+                            let line = text
+                                .lines()
+                                .zip(expected_text.lines())
+                                .position(|(a, b)| a != b);
+                            Some(format!(
+                                "same objects but the text differs (first at line {})",
+                                line.map_or(0, |l| l + 1)
+                            ))
+                        }
+                        other => other,
+                    },
                 }
             }
         };

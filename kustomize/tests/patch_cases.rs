@@ -248,4 +248,5 @@ cases!(
     repl_index_out_of_range_error,
     repl_source_delimiter_out_of_range_error,
     repl_select_namespace_and_version,
+    smp_random_mixed,
 );

@@ -31,7 +31,10 @@ fn main() -> ExitCode {
     if let Some(cmd) = cli.command {
         match cmd {}
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{CONTROLLER_NAME}: cannot start the async runtime: {e}");
@@ -52,7 +55,10 @@ async fn run(flags: SourceControllerFlags) -> Result<(), RuntimeError> {
     init_logging(flags.runtime.log_level, flags.runtime.log_encoding)?;
     let gates = parse_feature_gates(&flags.runtime.feature_gates, SOURCE_FEATURE_GATES)?;
     for name in flags.inert_flags_in_use() {
-        tracing::info!(flag = name, "flag accepted for Flux compatibility but has no effect yet");
+        tracing::info!(
+            flag = name,
+            "flag accepted for Flux compatibility but has no effect yet"
+        );
     }
     tracing::info!(
         concurrent = flags.concurrent,
@@ -62,14 +68,17 @@ async fn run(flags: SourceControllerFlags) -> Result<(), RuntimeError> {
         "starting {CONTROLLER_NAME}"
     );
     let (manager, tasks) = Manager::start(CONTROLLER_NAME, &flags.runtime).await?;
-    let metrics = manager.metrics.clone();
-    let concurrent = flags.concurrent;
+    // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
+    let controller_metrics = manager
+        .metrics
+        .register_controller("gitrepository", flags.concurrent);
     manager
         .run(tasks, move |_mgr, stop| async move {
-            // The GitRepository reconciler plugs in here: build it from `_mgr` and run it with
-            // `rflux_common::runtime::run_controller(_mgr.watch_api::<GitRepository>(), ...,
-            // stop)`. Until then the controller only serves health, metrics and the lease.
-            let _controller = metrics.register_controller("gitrepository", concurrent);
+            // The GitRepository reconciler plugs in here:
+            // `rflux_common::runtime::run_controller(_mgr.watch_api::<GitRepository>(), settings,
+            // controller_metrics, min/max retry delay, ctx, reconcile, stop).await`.
+            // Until then the controller serves health, metrics and the lease, and waits.
+            let _ = controller_metrics;
             stop.cancelled().await;
             Ok(())
         })

@@ -1,6 +1,8 @@
 //! Integration tests of the artifact module: deterministic archives, ignore rules, storage and
 //! the file server.
 
+#![allow(clippy::unwrap_used)]
+
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -24,21 +26,34 @@ fn set_mtime(p: &Path, t: SystemTime) {
     f.set_modified(t).unwrap();
 }
 
-const LONG_DIR: &str = "this-is-a-rather-long-directory-name-to-force-the-ustar-prefix-field-to-be-used-by-the-writer";
+const LONG_DIR: &str =
+    "this-is-a-rather-long-directory-name-to-force-the-ustar-prefix-field-to-be-used-by-the-writer";
 
 /// The tree used for determinism tests; `reverse` creates entries in the opposite order,
 /// `variant` changes modes and mtimes without changing content or the x bits.
 fn build_tree(root: &Path, reverse: bool, variant: bool) {
-    let (fm, xm) = if variant { (0o644, 0o755) } else { (0o600, 0o700) };
+    let (fm, xm) = if variant {
+        (0o644, 0o755)
+    } else {
+        (0o600, 0o700)
+    };
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let long_file = format!("{LONG_DIR}/{}.yaml", "f".repeat(60));
     let mut files: Vec<(String, Vec<u8>, u32)> = vec![
-        ("kustomization.yaml".into(), b"resources:\n- deploy.yaml\n".to_vec(), fm),
+        (
+            "kustomization.yaml".into(),
+            b"resources:\n- deploy.yaml\n".to_vec(),
+            fm,
+        ),
         ("deploy.yaml".into(), b"kind: Deployment\n".to_vec(), fm),
         ("apps/a/config.yaml".into(), b"a: 1\n".to_vec(), fm),
         ("apps/b/config.yaml".into(), b"b: 2\n".to_vec(), fm),
         ("apps/B.yaml".into(), b"upper\n".to_vec(), fm),
-        ("scripts/run.sh".into(), b"#!/bin/sh\necho hi\n".to_vec(), xm),
+        (
+            "scripts/run.sh".into(),
+            b"#!/bin/sh\necho hi\n".to_vec(),
+            xm,
+        ),
         ("empty.txt".into(), Vec::new(), fm),
         ("data/big.bin".into(), big, fm),
         ("unicodé/ñame.yaml".into(), b"x: y\n".to_vec(), fm),
@@ -154,6 +169,37 @@ fn same_tree_gives_identical_bytes() {
 }
 
 #[test]
+fn bytes_do_not_depend_on_thread_count() {
+    use source_controller::artifact::DigestAlgorithm;
+    use source_controller::artifact::archive::package_dir_threads;
+    let a = tempfile::tempdir().unwrap();
+    build_tree(a.path(), false, false);
+    // Several MiB so that the compressor really splits the stream into chunks.
+    let noise: Vec<u8> = (0..5_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    write(a.path(), "data/noise.bin", &noise, 0o600);
+    let rules = IgnoreRules::load(a.path(), None).unwrap();
+    let mut outs = Vec::new();
+    for threads in [1, 2, 4] {
+        let mut out = Vec::new();
+        let d = package_dir_threads(a.path(), &rules, DigestAlgorithm::Sha256, threads, &mut out)
+            .unwrap();
+        outs.push((out, d));
+    }
+    assert_eq!(outs[0], outs[1]);
+    assert_eq!(outs[0], outs[2]);
+    let es = entries(&outs[0].0);
+    let n = es.iter().find(|e| e.path == "data/noise.bin").unwrap();
+    assert_eq!(n.data, noise);
+    // sha512 changes the digest string but not the bytes.
+    let mut out = Vec::new();
+    let d = package_dir_threads(a.path(), &rules, DigestAlgorithm::Sha512, 2, &mut out).unwrap();
+    assert_eq!(out, outs[0].0);
+    assert!(d.to_string().starts_with("sha512:") && d.hex.len() == 128);
+}
+
+#[test]
 fn layout_matches_flux() {
     let a = tempfile::tempdir().unwrap();
     build_tree(a.path(), false, false);
@@ -197,7 +243,11 @@ fn layout_matches_flux() {
         match e.kind {
             b'5' => assert_eq!(e.mode, 0o750, "{}", e.path),
             b'0' => {
-                let want = if e.path == "scripts/run.sh" { 0o700 } else { 0o600 };
+                let want = if e.path == "scripts/run.sh" {
+                    0o700
+                } else {
+                    0o600
+                };
                 assert_eq!(e.mode, want, "{}", e.path);
             }
             k => panic!("unexpected entry type {k} for {}", e.path),
@@ -213,13 +263,23 @@ fn layout_matches_flux() {
         .unwrap();
     assert_eq!(tar_bytes.len() % 512, 0);
     assert!(tar_bytes[tar_bytes.len() - 1024..].iter().all(|&b| b == 0));
-    assert!(tar_bytes[tar_bytes.len() - 1536..tar_bytes.len() - 1024].iter().any(|&b| b != 0));
+    assert!(
+        tar_bytes[tar_bytes.len() - 1536..tar_bytes.len() - 1024]
+            .iter()
+            .any(|&b| b != 0)
+    );
 }
 
 #[test]
 fn system_tar_unpacks_archive() {
     let a = tempfile::tempdir().unwrap();
     build_tree(a.path(), false, false);
+    // Larger than several compression chunks, so the multi-chunk gzip stream is checked by
+    // the system gzip too (CRC and length in the trailer).
+    let noise: Vec<u8> = (0..3_500_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8)
+        .collect();
+    write(a.path(), "data/noise.bin", &noise, 0o600);
     let out_dir = tempfile::tempdir().unwrap();
     let file = out_dir.path().join("artifact.tar.gz");
     let digest = package_to_file(a.path(), &file, None).unwrap();
@@ -254,7 +314,11 @@ fn system_tar_unpacks_archive() {
         fs::read(extract.join(format!("{}.yaml", "z".repeat(140)))).unwrap(),
         b"z\n"
     );
-    assert_eq!(fs::read(extract.join("data/big.bin")).unwrap().len(), 300_000);
+    assert_eq!(
+        fs::read(extract.join("data/big.bin")).unwrap().len(),
+        300_000
+    );
+    assert_eq!(fs::read(extract.join("data/noise.bin")).unwrap(), noise);
     assert!(extract.join("emptydir").is_dir());
     let run = fs::metadata(extract.join("scripts/run.sh")).unwrap();
     assert_ne!(run.permissions().mode() & 0o100, 0);
@@ -305,7 +369,11 @@ fn default_excludes_apply_without_user_patterns() {
     assert!(names.contains(&"logo.png".to_string()));
     assert!(names.contains(&".github/workflows/ci.yaml".to_string()));
     assert!(names.contains(&"sub/.sops.yaml".to_string()));
-    assert!(!names.iter().any(|n| n.starts_with(".git/") || n == ".gitmodules"));
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with(".git/") || n == ".gitmodules")
+    );
 
     // Comments and blank lines only: no user pattern, defaults stay.
     let names = archived_names(a.path(), Some("# c\n\n"));
@@ -315,12 +383,22 @@ fn default_excludes_apply_without_user_patterns() {
 #[test]
 fn nested_sourceignore_is_scoped_and_spec_ignore_wins() {
     let a = tempfile::tempdir().unwrap();
-    write(a.path(), ".sourceignore", b"*.md\n!keep.md\n/top-only.yaml\n", 0o644);
+    write(
+        a.path(),
+        ".sourceignore",
+        b"*.md\n!keep.md\n/top-only.yaml\n",
+        0o644,
+    );
     write(a.path(), "README.md", b"x", 0o644);
     write(a.path(), "keep.md", b"x", 0o644);
     write(a.path(), "top-only.yaml", b"x", 0o644);
     write(a.path(), "deploy/top-only.yaml", b"x", 0o644);
-    write(a.path(), "deploy/.sourceignore", b"secret.yaml\ntmp/\n", 0o644);
+    write(
+        a.path(),
+        "deploy/.sourceignore",
+        b"secret.yaml\ntmp/\n",
+        0o644,
+    );
     write(a.path(), "deploy/secret.yaml", b"x", 0o644);
     write(a.path(), "deploy/tmp/x.yaml", b"x", 0o644);
     write(a.path(), "other/secret.yaml", b"x", 0o644);
@@ -353,7 +431,11 @@ fn nested_sourceignore_is_scoped_and_spec_ignore_wins() {
 #[test]
 fn missing_dir_is_a_typed_error() {
     let a = tempfile::tempdir().unwrap();
-    let err = package_dir(&a.path().join("nope"), &IgnoreRules::none(), &mut Vec::new());
+    let err = package_dir(
+        &a.path().join("nope"),
+        &IgnoreRules::none(),
+        &mut Vec::new(),
+    );
     assert!(matches!(
         err,
         Err(source_controller::artifact::ArtifactError::InvalidDir(_))
@@ -391,7 +473,10 @@ fn storage_archive_verify_and_remove() {
     let local = st.local_path(&art.path).unwrap();
     assert!(st.artifact_exists(&art));
     assert_eq!(fs::metadata(&local).unwrap().len(), art.size);
-    let dir_mode = fs::metadata(local.parent().unwrap()).unwrap().permissions().mode();
+    let dir_mode = fs::metadata(local.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(dir_mode & 0o777, 0o700);
     st.verify_artifact(&art).unwrap();
     let (_, direct) = archive_bytes(src.path(), &rules);
@@ -410,14 +495,26 @@ fn storage_archive_verify_and_remove() {
     assert!(st.local_path("../x").is_err());
     assert!(st.local_path("gitrepository/../../x").is_err());
 
-    assert!(st.remove_all("GitRepository", "flux-system", "podinfo").unwrap());
+    assert!(
+        st.remove_all("GitRepository", "flux-system", "podinfo")
+            .unwrap()
+    );
     assert!(!local.exists());
-    assert!(!st.remove_all("GitRepository", "flux-system", "podinfo").unwrap());
+    assert!(
+        !st.remove_all("GitRepository", "flux-system", "podinfo")
+            .unwrap()
+    );
 }
 
 fn touch(st: &Storage, name: &str, age: Duration) -> (Artifact, PathBuf) {
     let art = st
-        .new_artifact_for("GitRepository", "ns", "repo", name, &format!("{name}.tar.gz"))
+        .new_artifact_for(
+            "GitRepository",
+            "ns",
+            "repo",
+            name,
+            &format!("{name}.tar.gz"),
+        )
         .unwrap();
     st.mkdir_artifact(&art).unwrap();
     let p = st.local_path(&art.path).unwrap();
@@ -466,10 +563,32 @@ fn garbage_collection_ttl_removes_below_record_count() {
     assert!(fresh.exists() && curp.exists() && !old.exists());
 }
 
+#[tokio::test]
+async fn async_wrappers_archive_and_collect() {
+    let root = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    write(src.path(), "app.yaml", b"kind: ConfigMap\n", 0o644);
+    let st = storage(root.path(), Duration::from_secs(60), 1);
+    let (_, older) = touch(&st, "older", Duration::from_secs(30));
+    let art = st
+        .new_artifact_for("GitRepository", "ns", "repo", "sha1:cafe", "cafe.tar.gz")
+        .unwrap();
+    let rules = IgnoreRules::load(src.path(), None).unwrap();
+    let art = st
+        .archive_async(art, src.path().to_path_buf(), rules)
+        .await
+        .unwrap();
+    assert!(art.digest.starts_with("sha256:"));
+    st.verify_artifact(&art).unwrap();
+    let deleted = st.garbage_collect_async(&art).await.unwrap();
+    assert_eq!(deleted, vec![older]);
+    assert!(st.artifact_exists(&art));
+}
+
 #[test]
 fn locks_are_exclusive_per_artifact() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let root = tempfile::tempdir().unwrap();
     let st = storage(root.path(), Duration::from_secs(60), 2);
     let a = st
@@ -490,7 +609,10 @@ fn locks_are_exclusive_per_artifact() {
     std::thread::sleep(Duration::from_millis(100));
     released.store(true, Ordering::SeqCst);
     drop(g);
-    assert!(h.join().unwrap(), "second lock was acquired before the first was released");
+    assert!(
+        h.join().unwrap(),
+        "second lock was acquired before the first was released"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -523,8 +645,12 @@ async fn file_server_serves_and_refuses_traversal() {
     let mut art = st
         .new_artifact_for("GitRepository", "ns", "repo", "sha1:abc", "abc.tar.gz")
         .unwrap();
-    st.archive(&mut art, src.path(), &IgnoreRules::load(src.path(), None).unwrap())
-        .unwrap();
+    st.archive(
+        &mut art,
+        src.path(),
+        &IgnoreRules::load(src.path(), None).unwrap(),
+    )
+    .unwrap();
     let on_disk = fs::read(st.local_path(&art.path).unwrap()).unwrap();
     // A symlink inside the root that escapes it, and one that stays inside.
     symlink("/etc", root.path().join("escape")).unwrap();
@@ -549,7 +675,8 @@ async fn file_server_serves_and_refuses_traversal() {
     assert!(head.contains("last-modified: "));
     assert!(head.contains("accept-ranges: bytes"));
 
-    let head_req = "HEAD /gitrepository/ns/repo/abc.tar.gz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let head_req =
+        "HEAD /gitrepository/ns/repo/abc.tar.gz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     let (status, head, body) = raw_request(addr, head_req).await;
     assert_eq!(status, 200);
     assert!(body.is_empty());
@@ -588,7 +715,9 @@ async fn file_server_serves_and_refuses_traversal() {
     let (status, head, body) = raw_request(addr, &get("/")).await;
     assert_eq!(status, 200);
     assert!(head.contains("content-type: text/html; charset=utf-8"));
-    assert!(String::from_utf8_lossy(&body).contains("<a href=\"gitrepository/\">gitrepository/</a>"));
+    assert!(
+        String::from_utf8_lossy(&body).contains("<a href=\"gitrepository/\">gitrepository/</a>")
+    );
     let (status, head, _) = raw_request(addr, &get("/gitrepository")).await;
     assert_eq!(status, 301);
     assert!(head.contains("location: gitrepository/"));

@@ -166,3 +166,19 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
         })
         .await;
 }
+
+/// Success: requeue after `interval` with `±jitter_percentage%` jitter (Flux's success path).
+pub fn requeue_success(interval: std::time::Duration, jitter_percentage: u8) -> Action {
+    Action::requeue(super::jitter::jittered(interval, jitter_percentage))
+}
+
+/// A dependency (source artifact, dependsOn) is not ready: requeue after `--requeue-dependency`
+/// without backoff.
+pub fn requeue_dependency(delay: std::time::Duration) -> Action {
+    Action::requeue(delay)
+}
+
+/// Stalled or suspended: no requeue until the object changes.
+pub fn no_requeue() -> Action {
+    Action::await_change()
+}

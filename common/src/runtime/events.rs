@@ -138,6 +138,7 @@ pub struct EventRecorder {
     controller: String,
     instance: String,
     seen: Arc<Mutex<AggregationCache>>,
+    webhook: Option<Arc<WebhookTarget>>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -157,7 +158,19 @@ impl EventRecorder {
             controller: controller.to_string(),
             instance: instance.to_string(),
             seen: Arc::new(Mutex::new(HashMap::new())),
+            webhook: None,
         }
+    }
+
+    /// Also forwards non-trace events to notification-controller (`--events-addr`, an
+    /// `http://` URL). An empty address disables forwarding.
+    pub fn with_webhook(mut self, events_addr: &str) -> Result<Self, WebhookError> {
+        if events_addr.trim().is_empty() {
+            self.webhook = None;
+        } else {
+            self.webhook = Some(Arc::new(WebhookTarget::parse(events_addr)?));
+        }
+        Ok(self)
     }
 
     /// Controller name used as reporting component.
@@ -183,6 +196,26 @@ impl EventRecorder {
         }
         let involved = obj.object_ref(&());
         let annotations = event_annotations(obj.annotations(), extra_annotations);
+        if let Some(target) = self.webhook.clone()
+            && event_type != EventType::Trace
+        {
+            let payload = notification_payload(
+                &involved,
+                event_type,
+                reason,
+                message,
+                &annotations,
+                &self.controller,
+                &self.instance,
+                jiff::Timestamp::now(),
+            );
+            // Fire and forget, like Flux: a slow notification-controller must not stall reconciles.
+            tokio::spawn(async move {
+                if let Err(e) = target.post(&payload).await {
+                    tracing::error!(error = %e, "unable to record event");
+                }
+            });
+        }
         self.record_ref(&involved, event_type, reason, message, annotations)
             .await
     }
@@ -251,5 +284,177 @@ impl EventRecorder {
             map.clear();
         }
         map.insert(key, (ns, name, count));
+    }
+}
+
+/// The `event.toolkit.fluxcd.io/v1beta1` Event posted to notification-controller (pure).
+#[allow(clippy::too_many_arguments)]
+pub fn notification_payload(
+    involved: &ObjectReference,
+    event_type: EventType,
+    reason: &str,
+    message: &str,
+    metadata: &BTreeMap<String, String>,
+    controller: &str,
+    instance: &str,
+    now: jiff::Timestamp,
+) -> serde_json::Value {
+    let mut obj = serde_json::Map::new();
+    for (k, v) in [
+        ("kind", &involved.kind),
+        ("namespace", &involved.namespace),
+        ("name", &involved.name),
+        ("uid", &involved.uid),
+        ("apiVersion", &involved.api_version),
+        ("resourceVersion", &involved.resource_version),
+    ] {
+        if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
+            obj.insert(k.to_string(), serde_json::Value::String(v.clone()));
+        }
+    }
+    let mut out = serde_json::json!({
+        "involvedObject": obj,
+        "severity": event_type.severity(),
+        "timestamp": format!("{}", jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)),
+        "message": message,
+        "reason": reason,
+        "reportingController": controller,
+        "reportingInstance": instance,
+    });
+    if !metadata.is_empty()
+        && let Some(map) = out.as_object_mut()
+    {
+        map.insert("metadata".into(), serde_json::json!(metadata));
+    }
+    out
+}
+
+/// Errors of the notification webhook.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The address is not an `http://host[:port][/path]` URL.
+    #[error("invalid events address {0:?}: expected http://host[:port][/path]")]
+    InvalidUrl(String),
+    /// Network failure (after retries).
+    #[error("posting event to {url}: {reason}")]
+    Post {
+        /// Target.
+        url: String,
+        /// Last failure.
+        reason: String,
+    },
+}
+
+/// A parsed `--events-addr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookTarget {
+    /// Original URL.
+    pub url: String,
+    /// `host:port` to connect to.
+    pub authority: String,
+    /// Host header value.
+    pub host: String,
+    /// Request path.
+    pub path: String,
+}
+
+impl WebhookTarget {
+    /// Parses an `http://` URL (https is not supported: Flux's install uses plain HTTP in-cluster).
+    pub fn parse(url: &str) -> Result<Self, WebhookError> {
+        let rest = url
+            .trim()
+            .strip_prefix("http://")
+            .ok_or_else(|| WebhookError::InvalidUrl(url.to_string()))?;
+        let (hostport, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if hostport.is_empty() || hostport.contains('@') {
+            return Err(WebhookError::InvalidUrl(url.to_string()));
+        }
+        let invalid = || WebhookError::InvalidUrl(url.to_string());
+        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').ok_or_else(invalid)?;
+            match after.strip_prefix(':') {
+                Some(p) => (format!("[{h}]"), p.parse::<u16>().map_err(|_| invalid())?),
+                None if after.is_empty() => (format!("[{h}]"), 80),
+                None => return Err(invalid()),
+            }
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse::<u16>().map_err(|_| invalid())?),
+                None => (hostport.to_string(), 80),
+            }
+        };
+        if host.is_empty() || host == "[]" {
+            return Err(invalid());
+        }
+        let connect = format!("{host}:{port}");
+        Ok(Self {
+            url: url.trim().to_string(),
+            authority: connect,
+            host: hostport.to_string(),
+            path: path.to_string(),
+        })
+    }
+
+    /// POSTs `payload`; retries connection errors and 5xx up to 4 times (1s, 2s, 4s, 8s) like
+    /// retryablehttp; 429 and other codes are final. Returns the last status code.
+    pub async fn post(&self, payload: &serde_json::Value) -> Result<u16, WebhookError> {
+        let body = payload.to_string();
+        let mut delay = std::time::Duration::from_secs(1);
+        let mut last = String::new();
+        for attempt in 0..5 {
+            if attempt > 0 {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            match tokio::time::timeout(std::time::Duration::from_secs(5), self.post_once(&body))
+                .await
+            {
+                Ok(Ok(code)) if code < 500 => return Ok(code),
+                Ok(Ok(code)) => last = format!("HTTP {code}"),
+                Ok(Err(e)) => last = e.to_string(),
+                Err(_) => last = "timeout after 5s".to_string(),
+            }
+        }
+        Err(WebhookError::Post {
+            url: self.url.clone(),
+            reason: last,
+        })
+    }
+
+    async fn post_once(&self, body: &str) -> std::io::Result<u16> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&self.authority).await?;
+        let req = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            self.path,
+            self.host,
+            body.len(),
+            body
+        );
+        stream.write_all(req.as_bytes()).await?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        // Only the status line is needed.
+        while !buf.windows(2).any(|w| w == b"\r\n") {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if buf.len() > 16 * 1024 {
+                break;
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        line.split(' ')
+            .nth(1)
+            .and_then(|c| c.get(..3))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "bad HTTP response")
+            })
     }
 }

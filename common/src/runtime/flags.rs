@@ -67,7 +67,7 @@ pub struct RuntimeFlags {
     /// The address the health endpoint (/healthz, /readyz) binds to (`0` disables it).
     #[arg(long, default_value = ":9440")]
     pub health_addr: String,
-    /// The address of the notification-controller events webhook (accepted; not used yet).
+    /// The address of the notification-controller events webhook (`http://` only).
     #[arg(long, env = "EVENTS_ADDR", default_value = "")]
     pub events_addr: String,
     /// Leader election.
@@ -351,9 +351,6 @@ impl RuntimeFlags {
     /// implementation yet (they are accepted so Flux's Deployment args keep working).
     pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        if !self.events_addr.is_empty() {
-            out.push("--events-addr");
-        }
         if self.token_cache_max_size != 100 {
             out.push("--token-cache-max-size");
         }

@@ -115,7 +115,8 @@ impl Manager {
             .split_once('_')
             .map_or(identity.as_str(), |(h, _)| h)
             .to_string();
-        let recorder = EventRecorder::new(client.clone(), name, &instance);
+        let recorder =
+            EventRecorder::new(client.clone(), name, &instance).with_webhook(&flags.events_addr)?;
         Ok((
             Self {
                 name: name.to_string(),

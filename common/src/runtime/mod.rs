@@ -54,6 +54,9 @@ pub enum RuntimeError {
     /// Logger installation.
     #[error(transparent)]
     Logging(#[from] logging::LoggingError),
+    /// `--events-addr`.
+    #[error(transparent)]
+    Webhook(#[from] events::WebhookError),
     /// Leader election.
     #[error(transparent)]
     Leader(#[from] LeaderError),
@@ -64,3 +67,6 @@ pub enum RuntimeError {
     #[error("{0}")]
     Controller(String),
 }
+
+/// Re-exported so callers (binaries, e2e tests) need no direct tokio-util dependency.
+pub use tokio_util::sync::CancellationToken;

@@ -17,6 +17,14 @@ use rflux_e2e::{
     ControlPlane, DEFAULT_INSTANCE, GitServer, bin_dir, instance_names, process, state_root,
 };
 
+/// `println!` that ignores a closed stdout (e.g. `rflux-e2e status | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "rflux-e2e",
@@ -127,27 +135,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn print_env(cp: &ControlPlane, git: Option<&GitServer>) {
-    println!("export KUBECONFIG={}", cp.kubeconfig_path().display());
-    println!("export RFLUX_E2E_STATE={}", state_root().display());
-    println!("export RFLUX_E2E_BIN={}", bin_dir().display());
+    say!("export KUBECONFIG={}", cp.kubeconfig_path().display());
+    say!("export RFLUX_E2E_STATE={}", state_root().display());
+    say!("export RFLUX_E2E_BIN={}", bin_dir().display());
     if let Some(g) = git {
         let s = g.state();
-        println!("export RFLUX_E2E_GIT_HTTP=http://127.0.0.1:{}", s.http_port);
-        println!(
+        say!("export RFLUX_E2E_GIT_HTTP=http://127.0.0.1:{}", s.http_port);
+        say!(
             "export RFLUX_E2E_GIT_HTTPS=https://127.0.0.1:{}",
             s.https_port
         );
-        println!(
+        say!(
             "export RFLUX_E2E_GIT_MTLS=https://127.0.0.1:{}",
             s.mtls_port
         );
-        println!(
+        say!(
             "export RFLUX_E2E_GIT_SSH=ssh://{}@127.0.0.1:{}{}",
             s.ssh_user,
             s.ssh_port,
             s.repos_dir.display()
         );
-        println!("export RFLUX_E2E_GIT_CA={}", s.ca_cert.display());
+        say!("export RFLUX_E2E_GIT_CA={}", s.ca_cert.display());
     }
 }
 
@@ -160,14 +168,14 @@ async fn status(only: Option<String>) -> anyhow::Result<ExitCode> {
     let mut any = false;
     for name in names {
         let Some(cp) = ControlPlane::load(&name)? else {
-            println!("{name}: not running");
+            say!("{name}: not running");
             all_ok = false;
             continue;
         };
         any = true;
         let healthy = cp.is_healthy().await;
         all_ok &= healthy;
-        println!(
+        say!(
             "{name}: {} {} kubeconfig={} rss={}MiB",
             if healthy { "healthy" } else { "UNHEALTHY" },
             cp.server_url(),
@@ -183,7 +191,7 @@ async fn status(only: Option<String>) -> anyhow::Result<ExitCode> {
         let healthy = g.is_healthy();
         all_ok &= healthy;
         let s = g.state();
-        println!(
+        say!(
             "git: {} http={} https={} mtls={} ssh={} rss={}MiB",
             if healthy { "healthy" } else { "UNHEALTHY" },
             s.http_port,
@@ -205,7 +213,7 @@ async fn status(only: Option<String>) -> anyhow::Result<ExitCode> {
 
 fn print_process(p: &process::ProcessInfo) {
     let alive = process::is_alive(p);
-    println!(
+    say!(
         "  {:<24} pid={:<7} {} rss={}MiB log={}",
         p.name,
         p.pid,

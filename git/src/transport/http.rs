@@ -104,18 +104,19 @@ fn check_status(status: StatusCode, what: &str, url: &str) -> Result<(), GitErro
     let url = redact(url);
     match status {
         s if s.is_success() => Ok(()),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GitError::Auth(format!(
-            "{what} {url}: HTTP {status}"
-        ))),
-        StatusCode::NOT_FOUND => Err(GitError::NotFound(format!(
-            "{what} {url}: HTTP {status}"
-        ))),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            Err(GitError::Auth(format!("{what} {url}: HTTP {status}")))
+        }
+        StatusCode::NOT_FOUND => Err(GitError::NotFound(format!("{what} {url}: HTTP {status}"))),
         _ => Err(GitError::Transport(format!("{what} {url}: HTTP {status}"))),
     }
 }
 
 impl HttpConn {
-    fn apply_auth(&self, req: reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder, GitError> {
+    fn apply_auth(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, GitError> {
         Ok(match &self.auth {
             Auth::None => req,
             Auth::Basic { username, password } => req.basic_auth(username, Some(password)),
@@ -151,7 +152,7 @@ impl HttpConn {
         remote: &Remote,
         url: &str,
     ) -> Result<(HttpConn, Advertisement), GitError> {
-        let conn = HttpConn {
+        let mut conn = HttpConn {
             client: build_client(remote)?,
             url: url.to_string(),
             auth: remote.auth.clone(),
@@ -170,6 +171,19 @@ impl HttpConn {
             .await
             .map_err(|e| map_reqwest(e, conn.timeout))?;
         check_status(resp.status(), "GET", url)?;
+        // Like git, POST to where the advertisement was finally served from
+        // when the server redirected us (same scheme only: no downgrade).
+        let final_url = resp.url().as_str();
+        if let Some(base) = final_url
+            .split('?')
+            .next()
+            .and_then(|u| u.strip_suffix("/info/refs"))
+            && base != url
+            && base.split("://").next() == url.split("://").next()
+        {
+            tracing::debug!(target: "rflux_git", "following redirect to {}", redact(base));
+            conn.url = base.to_string();
+        }
         let ctype = resp
             .headers()
             .get(header::CONTENT_TYPE)
@@ -183,27 +197,35 @@ impl HttpConn {
             )));
         }
         let body = conn.body(resp).await?;
-        let mut r = PktReader::new(&body[..]);
-        // Smart servers start with "# service=git-upload-pack" and a flush.
-        let first = r.read_required().await?;
-        match first.text() {
-            Some(t) if t.starts_with(b"# service=") => {
-                if r.read_required().await? != Pkt::Flush {
-                    return Err(GitError::protocol("service line not followed by a flush"));
-                }
+        // v0 answers start with "# service=git-upload-pack" and a flush;
+        // v2 answers go straight to "version 2".
+        let mut start = 0;
+        if let Some((first, used)) = crate::pktline::decode(&body)?
+            && first.text().is_some_and(|t| t.starts_with(b"# service="))
+        {
+            match crate::pktline::decode(&body[used..])? {
+                Some((Pkt::Flush, flush)) => start = used + flush,
+                _ => return Err(GitError::protocol("service line not followed by a flush")),
             }
-            _ => return Err(GitError::protocol("missing \"# service=\" line")),
         }
+        let mut r = PktReader::new(&body[start..]);
         let adv = read_advertisement(&mut r).await?;
         Ok((conn, adv))
     }
 
-    pub(crate) async fn post(&self, v2: bool, body: Vec<u8>) -> Result<BoxReader<'static>, GitError> {
+    pub(crate) async fn post(
+        &self,
+        v2: bool,
+        body: Vec<u8>,
+    ) -> Result<BoxReader<'static>, GitError> {
         let url = format!("{}/git-upload-pack", self.url);
         let mut req = self
             .client
             .post(&url)
-            .header(header::CONTENT_TYPE, "application/x-git-upload-pack-request")
+            .header(
+                header::CONTENT_TYPE,
+                "application/x-git-upload-pack-request",
+            )
             .header(header::ACCEPT, "application/x-git-upload-pack-result")
             .body(body);
         if v2 {

@@ -96,7 +96,10 @@ impl ProcConn {
         opt("PasswordAuthentication=no".into());
         opt("KbdInteractiveAuthentication=no".into());
         opt("LogLevel=ERROR".into());
-        opt(format!("ConnectTimeout={}", remote.timeout.as_secs().max(1)));
+        opt(format!(
+            "ConnectTimeout={}",
+            remote.timeout.as_secs().max(1)
+        ));
         if remote.protocol == crate::ProtocolVersion::V2 {
             opt("SetEnv=GIT_PROTOCOL=version=2".into());
         }
@@ -273,6 +276,7 @@ fn classify(kind: Kind, stderr: &str, err: GitError) -> GitError {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -294,10 +298,17 @@ mod tests {
             GitError::Auth(_)
         ));
         assert!(matches!(
-            classify(Kind::Local, "fatal: '/x' does not appear to be a git repository\n", e()),
+            classify(
+                Kind::Local,
+                "fatal: '/x' does not appear to be a git repository\n",
+                e()
+            ),
             GitError::NotFound(_)
         ));
-        assert!(matches!(classify(Kind::Ssh, "", e()), GitError::Protocol(_)));
+        assert!(matches!(
+            classify(Kind::Ssh, "", e()),
+            GitError::Protocol(_)
+        ));
         assert!(matches!(
             classify(Kind::Ssh, "something odd", e()),
             GitError::Transport(m) if m.contains("something odd")

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: git CLI wrappers and the
 //! reference listing (`git ls-tree -r` + blob contents) walks are compared to.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::Command;
@@ -110,7 +110,10 @@ pub fn populate(work: &Path) -> String {
     w("a-b/x", b"sorts before a/ in git order\n");
     w("a.txt", b"");
     w("bin/run.sh", b"#!/bin/sh\necho hi\n");
-    w("blob.bin", &(0u8..=255).cycle().take(5000).collect::<Vec<_>>());
+    w(
+        "blob.bin",
+        &(0u8..=255).cycle().take(5000).collect::<Vec<_>>(),
+    );
     git(work, &["add", "-A"]);
     git(work, &["update-index", "--chmod=+x", "bin/run.sh"]);
     std::os::unix::fs::symlink("apps/base/deploy.yaml", work.join("link")).unwrap();

@@ -45,8 +45,71 @@ fn sorted_entries(v: &Value) -> Vec<(&String, &Value)> {
         Value::Object(m) => m.iter().collect(),
         _ => Vec::new(),
     };
-    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries.sort_by(|a, b| key_order(a.0, b.0));
     entries
+}
+
+/// The order go-yaml gives mapping keys: letters by code point, a non-letter before a letter
+/// (after a letter when following digits), and runs of digits compared as numbers.
+pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let ar: Vec<char> = a.chars().collect();
+    let br: Vec<char> = b.chars().collect();
+    let mut digits = false;
+    let n = ar.len().min(br.len());
+    for i in 0..n {
+        if ar[i] == br[i] {
+            digits = ar[i].is_ascii_digit();
+            continue;
+        }
+        let al = ar[i].is_alphabetic();
+        let bl = br[i].is_alphabetic();
+        if al && bl {
+            return ar[i].cmp(&br[i]);
+        }
+        if al || bl {
+            let a_first = if digits { al } else { bl };
+            return if a_first {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+        let (mut an, mut bn): (i64, i64) = (0, 0);
+        if ar[i] == '0' || br[i] == '0' {
+            let mut j = i;
+            while j > 0 && ar[j - 1].is_ascii_digit() {
+                j -= 1;
+                if ar[j] != '0' {
+                    an = 1;
+                    bn = 1;
+                    break;
+                }
+            }
+        }
+        let mut ai = i;
+        while ai < ar.len() && ar[ai].is_ascii_digit() {
+            an = an
+                .saturating_mul(10)
+                .saturating_add(i64::from(ar[ai] as u8 - b'0'));
+            ai += 1;
+        }
+        let mut bi = i;
+        while bi < br.len() && br[bi].is_ascii_digit() {
+            bn = bn
+                .saturating_mul(10)
+                .saturating_add(i64::from(br[bi] as u8 - b'0'));
+            bi += 1;
+        }
+        if an != bn {
+            return an.cmp(&bn);
+        }
+        if ai != bi {
+            return ai.cmp(&bi);
+        }
+        return ar[i].cmp(&br[i]);
+    }
+    ar.len().cmp(&br.len())
 }
 
 /// Writes a non-empty mapping whose keys start at column `ind`; the first key is written
@@ -214,20 +277,57 @@ fn is_base60(s: &str) -> bool {
     any
 }
 
+/// go-yaml's notion of a printable character (no C0/C1 controls, no BOM, nothing outside the
+/// Basic Multilingual Plane, no U+FFFE/U+FFFF).
 fn is_printable(c: char) -> bool {
     c == '\n'
-        || (c >= ' ' && c != '\u{7f}' && !('\u{80}'..'\u{a0}').contains(&c) && c != '\u{feff}')
-        || c == '\u{85}'
+        || (c >= ' '
+            && c != '\u{7f}'
+            && !('\u{80}'..'\u{a0}').contains(&c)
+            && c != '\u{feff}'
+            && c != '\u{fffe}'
+            && c != '\u{ffff}'
+            && (c as u32) <= 0xffff)
+}
+
+/// Whether a plain scalar with this text would not read back as this string (in YAML 1.2 as
+/// kustomize resolves it, or as a YAML 1.1 boolean or sexagesimal number).
+fn reads_as_other_type(s: &str) -> bool {
+    let first = s.as_bytes()[0];
+    let special_float = matches!(
+        s,
+        ".inf"
+            | ".Inf"
+            | ".INF"
+            | ".nan"
+            | ".NaN"
+            | ".NAN"
+            | "+.inf"
+            | "+.Inf"
+            | "+.INF"
+            | "-.inf"
+            | "-.Inf"
+            | "-.INF"
+    );
+    if special_float {
+        return true;
+    }
+    if first.is_ascii_digit() || matches!(first, b'-' | b'+' | b'.') {
+        return !matches!(resolve_plain(s), Value::String(ref x) if x == s)
+            || is_base60(s)
+            || looks_like_timestamp(s);
+    }
+    matches!(
+        s,
+        "~" | "null" | "Null" | "NULL" | "true" | "True" | "TRUE" | "false" | "False" | "FALSE"
+    ) || is_yaml11_special(s)
 }
 
 fn style_for(s: &str) -> Style {
     if s.is_empty() {
         return Style::Double;
     }
-    if resolve_plain(s) != Value::String(s.to_string())
-        || is_yaml11_special(s)
-        || looks_like_timestamp(s)
-    {
+    if reads_as_other_type(s) {
         return Style::Double;
     }
     let special = s.chars().any(|c| !is_printable(c));
@@ -236,7 +336,7 @@ fn style_for(s: &str) -> Style {
     }
     if s.contains('\n') {
         let trailing_space_line = s.split('\n').any(|l| l.ends_with(' ') || l.ends_with('\t'));
-        if trailing_space_line || s.starts_with(' ') || s.starts_with('\n') {
+        if trailing_space_line {
             return Style::Double;
         }
         return Style::Literal;
@@ -288,8 +388,10 @@ fn double_quoted(s: &str) -> String {
                 let cp = c as u32;
                 if cp <= 0xff {
                     let _ = write!(out, "\\x{cp:02X}");
-                } else {
+                } else if cp <= 0xffff {
                     let _ = write!(out, "\\u{cp:04X}");
+                } else {
+                    let _ = write!(out, "\\U{cp:08X}");
                 }
             }
             c => out.push(c),
@@ -299,15 +401,94 @@ fn double_quoted(s: &str) -> String {
     out
 }
 
+/// go-yaml's preferred line width: flow scalars longer than this are folded at spaces.
+const BEST_WIDTH: usize = 80;
+
+/// The column the next character is written at.
+fn column(out: &str) -> usize {
+    let start = out.rfind('\n').map_or(0, |i| i + 1);
+    out[start..].chars().count()
+}
+
+/// Writes a plain, single- or double-quoted scalar, folding long lines at single spaces the
+/// way go-yaml's emitter does (continuation lines indented to `content_ind`).
+fn write_folded(out: &mut String, s: &str, style: &Style, content_ind: usize) {
+    if s.len() + column(out) <= BEST_WIDTH || !s.contains(' ') {
+        match style {
+            Style::Plain => out.push_str(s),
+            Style::Single => out.push_str(&single_quoted(s)),
+            _ => out.push_str(&double_quoted(s)),
+        }
+        return;
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut col = column(out);
+    let quote = match style {
+        Style::Plain => None,
+        Style::Single => Some('\''),
+        _ => Some('"'),
+    };
+    if let Some(q) = quote {
+        out.push(q);
+        col += 1;
+    }
+    let mut spaces = false;
+    let last = chars.len() - 1;
+    for (i, &c) in chars.iter().enumerate() {
+        if c == ' ' {
+            let next_space = chars.get(i + 1) == Some(&' ');
+            let may_break = !spaces
+                && col > BEST_WIDTH
+                && match style {
+                    Style::Plain => !next_space,
+                    Style::Single => i != 0 && i != last && !next_space,
+                    _ => i != 0 && i != last,
+                };
+            if may_break {
+                out.push('\n');
+                indent(out, content_ind);
+                col = content_ind;
+                if quote == Some('"') && next_space {
+                    out.push('\\');
+                    col += 1;
+                }
+            } else {
+                out.push(' ');
+                col += 1;
+            }
+            spaces = true;
+            continue;
+        }
+        spaces = false;
+        let piece = match (quote, c) {
+            (Some('\''), '\'') => "''".to_string(),
+            (Some('"'), c) => {
+                let q = double_quoted(&c.to_string());
+                q[1..q.len() - 1].to_string()
+            }
+            (_, c) => c.to_string(),
+        };
+        col += piece.chars().count();
+        out.push_str(&piece);
+    }
+    if let Some(q) = quote {
+        out.push(q);
+    }
+}
+
 fn write_string(out: &mut String, s: &str, content_ind: usize) {
     match style_for(s) {
-        Style::Plain => out.push_str(s),
-        Style::Single => out.push_str(&single_quoted(s)),
-        Style::Double => out.push_str(&double_quoted(s)),
+        style @ (Style::Plain | Style::Single | Style::Double) => {
+            write_folded(out, s, &style, content_ind)
+        }
         Style::Literal => {
             let body = s.trim_end_matches('\n');
             let trailing = s.len() - body.len();
             out.push('|');
+            // an indentation indicator when the text starts with a space or a line break
+            if s.starts_with([' ', '\n']) {
+                out.push('2');
+            }
             match trailing {
                 0 => out.push('-'),
                 1 => {}
@@ -388,6 +569,43 @@ mod tests {
             let back = parse_stream(&text, "t").unwrap();
             assert_eq!(back, vec![v.clone()], "text was:\n{text}");
         }
+    }
+
+    #[test]
+    fn keys_sort_like_go_yaml() {
+        // the order kubectl kustomize prints these keys in
+        let mut keys = vec![
+            "NAMESPACE_LABEL",
+            "NAME_LABEL",
+            "xy",
+            "x.y",
+            "x-y",
+            "a10",
+            "a9",
+            "b",
+            "B",
+            "a_b",
+            "ab",
+            "a01",
+            "a1",
+        ];
+        keys.sort_by(|a, b| key_order(a, b));
+        let want = [
+            "B",
+            "NAME_LABEL",
+            "NAMESPACE_LABEL",
+            "a_b",
+            "a1",
+            "a01",
+            "a9",
+            "a10",
+            "ab",
+            "b",
+            "x-y",
+            "x.y",
+            "xy",
+        ];
+        assert_eq!(keys, want);
     }
 
     #[test]

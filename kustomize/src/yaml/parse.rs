@@ -265,7 +265,6 @@ impl Converter<'_> {
                 self.count(1)?;
                 let mut map = Map::new();
                 let mut merged: Vec<Map<String, Value>> = Vec::new();
-                let mut lines: HashMap<String, usize> = HashMap::new();
                 let mut total = 1usize;
                 loop {
                     let (ev, m) = self.next()?;
@@ -318,13 +317,9 @@ impl Converter<'_> {
                         continue;
                     }
                     let key = key_string(&k);
-                    if let Some(first) = lines.get(&key) {
-                        return Err(self.err(
-                            &m,
-                            format!("mapping key \"{key}\" already defined at line {first}"),
-                        ));
+                    if map.contains_key(&key) {
+                        return Err(self.err(&m, format!("mapping key \"{key}\" already defined")));
                     }
-                    lines.insert(key.clone(), m.line());
                     map.insert(key, v);
                 }
                 for o in merged {

@@ -1017,3 +1017,83 @@ data:
                      {"select": {"name": "dst", "version": "v2"}, "fieldPaths": ["data.w"]}]},
     ]),
 ]
+
+
+def _fuzz_mixed(seed, n):
+    """Random pod specs mixing maps, nulls, directives, volumes, tolerations and finalizers."""
+    import random
+    import yaml as _y
+    rnd = random.Random(seed)
+
+    def maybe(p):
+        return rnd.random() < p
+
+    def small_map(patch):
+        m = {}
+        for k in rnd.sample(["x", "y", "z"], rnd.randint(0, 3)):
+            r = rnd.random()
+            if patch and r < 0.15:
+                m[k] = None
+            elif k == "y":
+                m[k] = {"in": rnd.choice(["1", "2"])}
+                if patch and r < 0.3:
+                    m[k]["$patch"] = rnd.choice(["replace", "delete"])
+            else:
+                m[k] = rnd.choice(["a", "b"])
+        if patch and maybe(0.15):
+            m["$patch"] = rnd.choice(["replace", "delete", "merge"])
+        return m
+
+    def volumes(patch):
+        out = []
+        for _ in range(rnd.randint(0, 3)):
+            v = {"name": rnd.choice(["v1", "v2", "v3"])}
+            if maybe(0.5):
+                v["emptyDir"] = small_map(patch)
+            else:
+                v["configMap"] = {"name": rnd.choice(["c1", "c2"])}
+            if patch and maybe(0.1):
+                v["$patch"] = rnd.choice(["delete", "replace"])
+            out.append(v)
+        if patch and maybe(0.1):
+            out.append({"$patch": rnd.choice(["replace", "delete"])})
+        return out
+
+    def podspec(patch):
+        s = {}
+        if maybe(0.6):
+            s["volumes"] = volumes(patch)
+        if maybe(0.4):
+            s["tolerations"] = [{"key": rnd.choice(["k1", "k2"])} for _ in range(rnd.randint(0, 2))]
+        if maybe(0.5):
+            s["nodeSelector"] = small_map(patch)
+        if maybe(0.3):
+            s["securityContext"] = {"runAsUser": rnd.randint(1, 3)} if not (patch and maybe(0.3)) else None
+        if maybe(0.5):
+            c = {"name": "app"}
+            if maybe(0.5):
+                c["resources"] = {"limits": small_map(patch)}
+            if maybe(0.4):
+                c["volumeMounts"] = [{"mountPath": rnd.choice(["/a", "/b"]), "name": rnd.choice(["v1", "v2"])}
+                                     for _ in range(rnd.randint(0, 2))]
+            s["containers"] = [c]
+        return s
+
+    docs, patches = [], []
+    for i in range(n):
+        name = "m%d" % i
+        meta = {"name": name}
+        if maybe(0.5):
+            meta["labels"] = {k: "v" for k in rnd.sample(["l1", "l2"], rnd.randint(1, 2))}
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                     "spec": {"template": {"spec": podspec(False)}}})
+        pmeta = {"name": name}
+        if maybe(0.4):
+            pmeta["labels"] = small_map(True)
+        patches.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": pmeta,
+                        "spec": {"template": {"spec": podspec(True)}}})
+    return (_y.safe_dump_all(docs, sort_keys=False), [_y.safe_dump(p, sort_keys=False) for p in patches])
+
+
+_res, _patches = _fuzz_mixed(3, 150)
+CASES.append(smp("smp_random_mixed", _res, *_patches))

@@ -34,7 +34,9 @@ def main():
         kust.update(case["kustomization"])
         files = {"kustomization.yaml": yaml.safe_dump(kust, sort_keys=False), "res.yaml": case["resources"]}
         objs, err = build(files)
-        entry = {"name": case["name"], "kind": case["kind"], "resources": resources, "kustomization": case["kustomization"]}
+        entry = {"name": case["name"], "kind": case["kind"], "resources": resources}
+        if case["kind"] != "patches":
+            entry["kustomization"] = case["kustomization"]
         if case["kind"] == "patches":
             entry["patches"] = [
                 {"docs": [x for x in yaml.safe_load_all(pp["patch"]) if x is not None], "target": pp.get("target")}

@@ -13,25 +13,26 @@
 //!   to split) or the size needs more than 11 octal digits, with Go `archive/tar`'s field
 //!   formatting (octal fields zero padded and NUL terminated, checksum `NNNNNN\0 `);
 //! * the archive ends with two zero blocks, without padding to a record size;
-//! * gzip at the default level (6), no file name and mtime 0 in the gzip header.
+//! * gzip at the default level (6), no file name and mtime 0 in the gzip header, compressed in
+//!   fixed 1 MiB chunks on several threads (see [`super::pgz`]); the bytes do not depend on the
+//!   thread count.
 //!
 //! The digest is computed over the compressed bytes while they are written.
 
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use sha2::Digest as _;
 
 use super::error::ArtifactError;
 use super::ignore::IgnoreRules;
+use super::pgz::with_parallel_gz;
 
 /// Mode of directory entries.
 pub const DIR_MODE: u32 = 0o750;
@@ -115,7 +116,9 @@ impl Digest {
         let (algo, hex) = s.split_once(':').ok_or_else(bad)?;
         let algorithm = DigestAlgorithm::from_str(algo)?;
         if hex.len() != algorithm.hex_len()
-            || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
             return Err(bad());
         }
@@ -261,7 +264,13 @@ fn set_magic_and_checksum(b: &mut [u8; BLOCK]) {
     let sum: u64 = b
         .iter()
         .enumerate()
-        .map(|(i, &c)| if (148..156).contains(&i) { 32 } else { u64::from(c) })
+        .map(|(i, &c)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u64::from(c)
+            }
+        })
         .sum();
     put_octal(&mut b[148..155], sum);
     b[155] = b' ';
@@ -522,22 +531,35 @@ pub fn package_dir(
     package_dir_with(dir, ignore, DigestAlgorithm::Sha256, out)
 }
 
-/// [`package_dir`] with a chosen digest algorithm.
+/// [`package_dir`] with a chosen digest algorithm, compressing on up to
+/// [`default_threads`] threads (the bytes do not depend on the thread count).
 pub fn package_dir_with(
     dir: &Path,
     ignore: &IgnoreRules,
     algorithm: DigestAlgorithm,
     out: &mut impl Write,
 ) -> Result<Digest, ArtifactError> {
+    package_dir_threads(dir, ignore, algorithm, default_threads(), out)
+}
+
+/// Number of compression threads used by default: the available parallelism, at most 8.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .min(8)
+}
+
+/// [`package_dir_with`] with an explicit number of compression threads (1 = inline).
+pub fn package_dir_threads(
+    dir: &Path,
+    ignore: &IgnoreRules,
+    algorithm: DigestAlgorithm,
+    threads: usize,
+    out: &mut impl Write,
+) -> Result<Digest, ArtifactError> {
     let hashing = HashingWriter::new(out, algorithm);
-    let gz = GzEncoder::new(hashing, Compression::default());
-    let mut tar_in = BufWriter::with_capacity(128 * 1024, gz);
-    write_tar(dir, ignore, &mut tar_in)?;
-    let gz = tar_in
-        .into_inner()
-        .map_err(|e| ArtifactError::Write(e.into_error()))?;
-    let mut hashing = gz.finish().map_err(ArtifactError::Write)?;
-    hashing.flush().map_err(ArtifactError::Write)?;
+    let ((), hashing) = with_parallel_gz(hashing, threads, |gz| write_tar(dir, ignore, gz))?;
     Ok(hashing.finish().1)
 }
 
@@ -634,6 +656,7 @@ fn content_size(dir: &Path) -> Result<u64, ArtifactError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -672,7 +695,13 @@ mod tests {
         let sum: u32 = h
             .iter()
             .enumerate()
-            .map(|(i, &c)| if (148..156).contains(&i) { 32 } else { u32::from(c) })
+            .map(|(i, &c)| {
+                if (148..156).contains(&i) {
+                    32
+                } else {
+                    u32::from(c)
+                }
+            })
             .sum();
         let stored = u32::from_str_radix(std::str::from_utf8(&h[148..154]).unwrap(), 8).unwrap();
         assert_eq!(stored, sum);

@@ -59,9 +59,24 @@ pub enum ArtifactError {
     #[error("invalid address '{value}': {reason}")]
     InvalidAddress { value: String, reason: String },
 
+    /// A blocking task could not complete (panicked or was cancelled).
+    #[error("background task failed: {0}")]
+    Background(String),
+
+    /// An operation exceeded its time limit.
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+
     /// The HTTP file server failed.
     #[error("file server: {0}")]
     Server(#[source] io::Error),
+}
+
+impl From<io::Error> for ArtifactError {
+    /// Errors of the archive sink (compression or output), not of a source file.
+    fn from(e: io::Error) -> Self {
+        ArtifactError::Write(e)
+    }
 }
 
 impl ArtifactError {

@@ -535,6 +535,7 @@ impl IgnoreRules {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -582,7 +583,10 @@ mod tests {
         assert_eq!(m("foo/", "x/foo", true), MatchResult::Exclude);
         assert_eq!(m("foo/", "x/foo", false), MatchResult::NoMatch);
         assert_eq!(m("foo/", "x/foo/bar.txt", false), MatchResult::Exclude);
-        assert_eq!(m(".git/", ".git/objects/ab/cd", false), MatchResult::Exclude);
+        assert_eq!(
+            m(".git/", ".git/objects/ab/cd", false),
+            MatchResult::Exclude
+        );
         assert_eq!(m("!keep", "dir/keep", false), MatchResult::Include);
         assert_eq!(m("!keep", "keep/inner", false), MatchResult::NoMatch);
     }
@@ -611,7 +615,10 @@ mod tests {
         let p = Pattern::parse(b"*.txt", &d);
         assert_eq!(p.matches(&comps("sub/a.txt"), false), MatchResult::Exclude);
         assert_eq!(p.matches(&comps("a.txt"), false), MatchResult::NoMatch);
-        assert_eq!(p.matches(&comps("other/a.txt"), false), MatchResult::NoMatch);
+        assert_eq!(
+            p.matches(&comps("other/a.txt"), false),
+            MatchResult::NoMatch
+        );
         // The domain directory itself is never matched by its own patterns.
         let p = Pattern::parse(b"sub", &d);
         assert_eq!(p.matches(&comps("sub"), true), MatchResult::NoMatch);

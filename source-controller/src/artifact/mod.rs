@@ -3,12 +3,13 @@
 pub mod archive;
 pub mod error;
 pub mod ignore;
+pub mod pgz;
 pub mod server;
 pub mod storage;
 
 pub use archive::{
-    Digest, DigestAlgorithm, bench_package, package_dir, package_dir_with, package_to_file,
-    package_to_file_with,
+    Digest, DigestAlgorithm, bench_package, default_threads, package_dir, package_dir_threads,
+    package_dir_with, package_to_file, package_to_file_with, write_tar,
 };
 pub use error::ArtifactError;
 pub use ignore::IgnoreRules;

@@ -125,19 +125,29 @@ pub fn percent_decode(raw: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Splits a raw request path into safe segments: `Err(())` for anything that must be refused
-/// (malformed escape, NUL, `..`), empty and `.` segments dropped.
-pub fn safe_segments(raw_path: &str) -> Result<Vec<String>, ()> {
-    let decoded = percent_decode(raw_path).ok_or(())?;
+/// A request path the server refuses to map onto the file system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("refused request path")]
+pub struct RefusedPath;
+
+/// A `Range` header that cannot be satisfied for the file's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("range not satisfiable")]
+pub struct UnsatisfiableRange;
+
+/// Splits a raw request path into safe segments: [`RefusedPath`] for anything that must be
+/// refused (malformed escape, NUL, `..`, non UTF-8), empty and `.` segments dropped.
+pub fn safe_segments(raw_path: &str) -> Result<Vec<String>, RefusedPath> {
+    let decoded = percent_decode(raw_path).ok_or(RefusedPath)?;
     if decoded.contains(&0) {
-        return Err(());
+        return Err(RefusedPath);
     }
     let mut out = Vec::new();
     for seg in decoded.split(|c| *c == b'/') {
         match seg {
             b"" | b"." => {}
-            b".." => return Err(()),
-            s => out.push(String::from_utf8(s.to_vec()).map_err(|_| ())?),
+            b".." => return Err(RefusedPath),
+            s => out.push(String::from_utf8(s.to_vec()).map_err(|_| RefusedPath)?),
         }
     }
     Ok(out)
@@ -251,9 +261,9 @@ pub fn sniff(head: &[u8]) -> &'static str {
     if head.starts_with(b"\xfe\xff") || head.starts_with(b"\xff\xfe") {
         return "text/plain; charset=utf-16";
     }
-    let binary = head
-        .iter()
-        .any(|&c| c <= 0x08 || c == 0x0b || (0x0e..=0x1a).contains(&c) || (0x1c..=0x1f).contains(&c));
+    let binary = head.iter().any(|&c| {
+        c <= 0x08 || c == 0x0b || (0x0e..=0x1a).contains(&c) || (0x1c..=0x1f).contains(&c)
+    });
     if binary {
         "application/octet-stream"
     } else {
@@ -262,8 +272,9 @@ pub fn sniff(head: &[u8]) -> &'static str {
 }
 
 /// Parses a `Range` header against `size`: `Ok(None)` = serve everything, `Ok(Some((start,
-/// len)))` = one satisfiable range, `Err(())` = unsatisfiable.
-pub fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
+/// len)))` = one satisfiable range.
+pub fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, UnsatisfiableRange> {
+    let e = UnsatisfiableRange;
     let Some(spec) = value.trim().strip_prefix("bytes=") else {
         return Ok(None);
     };
@@ -271,28 +282,28 @@ pub fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
         // Multiple ranges are not supported: answer with the whole file.
         return Ok(None);
     }
-    let (a, b) = spec.trim().split_once('-').ok_or(())?;
+    let (a, b) = spec.trim().split_once('-').ok_or(e)?;
     let (a, b) = (a.trim(), b.trim());
     if a.is_empty() {
-        let n: u64 = b.parse().map_err(|_| ())?;
+        let n: u64 = b.parse().map_err(|_| e)?;
         if n == 0 || size == 0 {
-            return Err(());
+            return Err(e);
         }
         let n = n.min(size);
         return Ok(Some((size - n, n)));
     }
-    let start: u64 = a.parse().map_err(|_| ())?;
+    let start: u64 = a.parse().map_err(|_| e)?;
     if start >= size {
-        return Err(());
+        return Err(e);
     }
     let end = if b.is_empty() {
         size - 1
     } else {
-        let e: u64 = b.parse().map_err(|_| ())?;
-        if e < start {
-            return Err(());
+        let last: u64 = b.parse().map_err(|_| e)?;
+        if last < start {
+            return Err(e);
         }
-        e.min(size - 1)
+        last.min(size - 1)
     };
     Ok(Some((start, end - start + 1)))
 }
@@ -338,7 +349,10 @@ async fn serve_file(
         None => {
             let mut head = vec![0u8; 512.min(size as usize)];
             if file.read_exact(&mut head).await.is_err() {
-                return plain(StatusCode::INTERNAL_SERVER_ERROR, "500 internal server error");
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "500 internal server error",
+                );
             }
             sniff(&head)
         }
@@ -352,7 +366,7 @@ async fn serve_file(
     let (status, start, len) = match range {
         Ok(None) => (StatusCode::OK, 0, size),
         Ok(Some((s, l))) => (StatusCode::PARTIAL_CONTENT, s, l),
-        Err(()) => {
+        Err(UnsatisfiableRange) => {
             let mut r = plain(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 "invalid range: failed to overlap",
@@ -382,7 +396,10 @@ async fn serve_file(
         Body::empty()
     } else {
         if file.seek(SeekFrom::Start(start)).await.is_err() {
-            return plain(StatusCode::INTERNAL_SERVER_ERROR, "500 internal server error");
+            return plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "500 internal server error",
+            );
         }
         let stream = futures::stream::unfold((file, len), |(mut f, left)| async move {
             if left == 0 {
@@ -407,9 +424,12 @@ async fn serve_file(
         });
         Body::from_stream(stream)
     };
-    builder
-        .body(body)
-        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "500 internal server error"))
+    builder.body(body).unwrap_or_else(|_| {
+        plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "500 internal server error",
+        )
+    })
 }
 
 fn escape_path(s: &str) -> String {
@@ -480,10 +500,16 @@ async fn list_dir(dir: &Path, method: &Method) -> Response {
         .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
         .header(header::CONTENT_LENGTH, len.to_string())
         .body(body)
-        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "500 internal server error"))
+        .unwrap_or_else(|_| {
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "500 internal server error",
+            )
+        })
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -506,8 +532,8 @@ mod tests {
         assert_eq!(parse_range("bytes=90-", 100), Ok(Some((90, 10))));
         assert_eq!(parse_range("bytes=-5", 100), Ok(Some((95, 5))));
         assert_eq!(parse_range("bytes=95-200", 100), Ok(Some((95, 5))));
-        assert_eq!(parse_range("bytes=100-", 100), Err(()));
-        assert_eq!(parse_range("bytes=5-1", 100), Err(()));
+        assert_eq!(parse_range("bytes=100-", 100), Err(UnsatisfiableRange));
+        assert_eq!(parse_range("bytes=5-1", 100), Err(UnsatisfiableRange));
         assert_eq!(parse_range("bytes=0-1,3-4", 100), Ok(None));
         assert_eq!(parse_range("items=0-1", 100), Ok(None));
     }
@@ -518,7 +544,10 @@ mod tests {
         assert_eq!(sniff(b"apiVersion: v1\n"), "text/plain; charset=utf-8");
         assert_eq!(sniff(b""), "text/plain; charset=utf-8");
         assert_eq!(sniff(b"\x00\x01\x02"), "application/octet-stream");
-        assert_eq!(type_by_extension(Path::new("x.json")), Some("application/json"));
+        assert_eq!(
+            type_by_extension(Path::new("x.json")),
+            Some("application/json")
+        );
         assert_eq!(type_by_extension(Path::new("x.tar.gz")), None);
     }
 

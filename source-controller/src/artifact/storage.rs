@@ -428,7 +428,8 @@ impl Storage {
         for entry in rd.take(GARBAGE_COUNT_LIMIT) {
             let entry = entry.map_err(|e| ArtifactError::io("read dir", dir, e))?;
             let path = entry.path();
-            let md = fs::symlink_metadata(&path).map_err(|e| ArtifactError::io("stat", &path, e))?;
+            let md =
+                fs::symlink_metadata(&path).map_err(|e| ArtifactError::io("stat", &path, e))?;
             if !md.file_type().is_file() || path.extension().is_some_and(|e| e == "lock") {
                 continue;
             }
@@ -504,7 +505,12 @@ impl Storage {
     }
 
     /// Removes the whole `<kind>/<ns>/<name>` directory (finalizer). Returns whether it existed.
-    pub fn remove_all(&self, kind: &str, namespace: &str, name: &str) -> Result<bool, ArtifactError> {
+    pub fn remove_all(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<bool, ArtifactError> {
         let dir = self.object_dir(kind, namespace, name)?;
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
@@ -547,6 +553,42 @@ impl Storage {
     }
 }
 
+/// Time limit of [`Storage::garbage_collect_async`] (Flux's reconcileStorage uses 5s).
+pub const GARBAGE_COLLECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Storage {
+    /// [`Storage::archive`] on tokio's blocking pool; returns the updated artifact.
+    pub async fn archive_async(
+        &self,
+        mut artifact: Artifact,
+        dir: PathBuf,
+        rules: IgnoreRules,
+    ) -> Result<Artifact, ArtifactError> {
+        let st = self.clone();
+        tokio::task::spawn_blocking(move || {
+            st.archive(&mut artifact, &dir, &rules)?;
+            Ok(artifact)
+        })
+        .await
+        .map_err(|e| ArtifactError::Background(e.to_string()))?
+    }
+
+    /// [`Storage::garbage_collect`] on tokio's blocking pool, abandoned (with
+    /// [`ArtifactError::Timeout`]) after [`GARBAGE_COLLECT_TIMEOUT`].
+    pub async fn garbage_collect_async(
+        &self,
+        current: &Artifact,
+    ) -> Result<Vec<PathBuf>, ArtifactError> {
+        let st = self.clone();
+        let current = current.clone();
+        let task = tokio::task::spawn_blocking(move || st.garbage_collect(&current));
+        match tokio::time::timeout(GARBAGE_COLLECT_TIMEOUT, task).await {
+            Ok(joined) => joined.map_err(|e| ArtifactError::Background(e.to_string()))?,
+            Err(_) => Err(ArtifactError::Timeout(GARBAGE_COLLECT_TIMEOUT)),
+        }
+    }
+}
+
 /// Chooses which files to delete (pure). `files` are the object's artifact files with their
 /// mtimes, `current` the current artifact's local path (never chosen). First every file older
 /// than `ttl`; then, if more than `keep` files would remain, the oldest others until at most
@@ -585,6 +627,7 @@ pub fn select_garbage(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -602,11 +645,29 @@ mod tests {
     fn select_keeps_n_newest_and_current() {
         let fs = files(5);
         // Nothing expired (ttl huge): keep the 2 newest, and f4 is current.
-        let g = select_garbage(&fs, Path::new("/s/f4"), t(1010), Duration::from_secs(3600), 2);
-        assert_eq!(g, vec![PathBuf::from("/s/f0"), "/s/f1".into(), "/s/f2".into()]);
+        let g = select_garbage(
+            &fs,
+            Path::new("/s/f4"),
+            t(1010),
+            Duration::from_secs(3600),
+            2,
+        );
+        assert_eq!(
+            g,
+            vec![PathBuf::from("/s/f0"), "/s/f1".into(), "/s/f2".into()]
+        );
         // The current artifact is the oldest one: it is never deleted.
-        let g = select_garbage(&fs, Path::new("/s/f0"), t(1010), Duration::from_secs(3600), 2);
-        assert_eq!(g, vec![PathBuf::from("/s/f1"), "/s/f2".into(), "/s/f3".into()]);
+        let g = select_garbage(
+            &fs,
+            Path::new("/s/f0"),
+            t(1010),
+            Duration::from_secs(3600),
+            2,
+        );
+        assert_eq!(
+            g,
+            vec![PathBuf::from("/s/f1"), "/s/f2".into(), "/s/f3".into()]
+        );
     }
 
     #[test]
@@ -627,7 +688,12 @@ mod tests {
         let g = select_garbage(&fs, Path::new("/s/f5"), t(1004), Duration::from_secs(3), 2);
         assert_eq!(
             g,
-            vec![PathBuf::from("/s/f0"), "/s/f1".into(), "/s/f2".into(), "/s/f3".into()]
+            vec![
+                PathBuf::from("/s/f0"),
+                "/s/f1".into(),
+                "/s/f2".into(),
+                "/s/f3".into()
+            ]
         );
     }
 
@@ -635,10 +701,14 @@ mod tests {
     fn advertised_addresses() {
         assert_eq!(advertised_address(":9090", "").unwrap(), "localhost:9090");
         assert_eq!(
-            advertised_address(":9090", "source-controller.flux-system.svc.cluster.local.").unwrap(),
+            advertised_address(":9090", "source-controller.flux-system.svc.cluster.local.")
+                .unwrap(),
             "source-controller.flux-system.svc.cluster.local."
         );
-        assert_eq!(advertised_address("10.0.0.1:80", "").unwrap(), "10.0.0.1:80");
+        assert_eq!(
+            advertised_address("10.0.0.1:80", "").unwrap(),
+            "10.0.0.1:80"
+        );
         assert_eq!(advertised_address("[::1]:9090", "").unwrap(), "[::1]:9090");
         assert!(advertised_address("nope", "").is_err());
         let h = advertised_address("0.0.0.0:9090", "").unwrap();
