@@ -36,6 +36,7 @@ env-up: deps e2e-bins
 	@$(E2E) env
 
 env-down:
+	-for f in .e2e/controllers/*.pid; do [ -f "$$f" ] && kill "$$(cat $$f)" 2>/dev/null; rm -f "$$f"; done; true
 	-$(E2E) down
 
 env-status:

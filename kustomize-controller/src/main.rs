@@ -3,11 +3,14 @@
 //! Without a subcommand the binary runs the controller (Flux's flags and defaults); subcommands
 //! are one-shot tools.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, parse_feature_gates};
 use rflux_common::runtime::{KustomizeControllerFlags, Manager, RuntimeError, init_logging};
+use rflux_kustomize::{BuildOptions, LoadRestrictor};
 
 const CONTROLLER_NAME: &str = "kustomize-controller";
 
@@ -22,14 +25,29 @@ struct Cli {
     flags: KustomizeControllerFlags,
 }
 
-/// One-shot subcommands (e.g. `build <dir>` plugs in here).
+/// One-shot subcommands.
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Build a kustomization directory and write the objects as multi-document YAML to
+    /// stdout, like `kustomize build`.
+    Build {
+        /// The directory that holds kustomization.yaml.
+        dir: PathBuf,
+        /// `LoadRestrictionsRootOnly` (kustomize's default) or `LoadRestrictionsNone`.
+        #[arg(long, default_value = "LoadRestrictionsRootOnly")]
+        load_restrictor: String,
+    },
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(cmd) = cli.command {
-        match cmd {}
+        return match cmd {
+            Command::Build {
+                dir,
+                load_restrictor,
+            } => build_command(&dir, &load_restrictor),
+        };
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -46,6 +64,41 @@ fn main() -> ExitCode {
         Err(e) => {
             tracing::error!(error = %e, "unable to run {CONTROLLER_NAME}");
             eprintln!("{CONTROLLER_NAME}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `kustomize-controller build <dir>`: the engine as a command.
+fn build_command(dir: &Path, load_restrictor: &str) -> ExitCode {
+    let restrictor = match load_restrictor {
+        "LoadRestrictionsRootOnly" | "rootOnly" => LoadRestrictor::RootOnly,
+        "LoadRestrictionsNone" | "none" => LoadRestrictor::None,
+        other => {
+            eprintln!(
+                "Error: unknown load restrictor '{other}' (use LoadRestrictionsRootOnly or LoadRestrictionsNone)"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let opts = BuildOptions {
+        load_restrictor: restrictor,
+        ..BuildOptions::default()
+    };
+    match rflux_kustomize::build(dir, &opts) {
+        Ok(resources) => {
+            let objects: Vec<serde_json::Value> = resources.into_iter().map(|r| r.obj).collect();
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(rflux_kustomize::to_yaml_stream(&objects).as_bytes()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("Error: writing output: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("Error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -300,9 +300,9 @@ fn accumulate(ldr: &Loader, k: &Kustomization, acc: &mut Acc, ctx: &mut Ctx) -> 
     {
         let (p, text) = ldr.read_text(path)?;
         let doc = parse_one(&text, &p.display().to_string())?;
-        ctx.schema
-            .add_openapi(&doc)
-            .map_err(|e| k.field_err("openapi", e.to_string()))?;
+        // Like kustomize, an `openapi:` schema replaces the built-in one instead of extending it.
+        ctx.schema =
+            Schema::from_openapi(&doc).map_err(|e| k.field_err("openapi", e.to_string()))?;
     }
     let mut entries = k.str_list("resources")?;
     entries.extend(k.str_list("bases")?);

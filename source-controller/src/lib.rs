@@ -1,3 +1,4 @@
 //! source-controller: GitRepository reconciliation and artifact storage.
 
 pub mod artifact;
+pub mod gitrepository;

@@ -3,13 +3,26 @@
 //! Without a subcommand the binary runs the controller (Flux's flags and defaults); subcommands
 //! are one-shot tools.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates};
-use rflux_common::runtime::{Manager, RuntimeError, SourceControllerFlags, init_logging};
+use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::runtime::controller::ControllerSettings;
+use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates, parse_listen_addr};
+use rflux_common::runtime::{
+    Manager, RuntimeError, SourceControllerFlags, init_logging, run_controller,
+};
+use source_controller::artifact::{
+    ArtifactError, DigestAlgorithm, Storage, StorageOptions, advertised_address, package_to_file,
+    serve,
+};
+use source_controller::gitrepository::{CONTROLLER_NAME, Context, reconcile};
 
-const CONTROLLER_NAME: &str = "source-controller";
+/// How long in-flight reconciles may run after a shutdown request.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Flux-compatible source-controller.
 #[derive(Debug, Parser)]
@@ -22,14 +35,50 @@ struct Cli {
     flags: SourceControllerFlags,
 }
 
-/// One-shot subcommands (e.g. `package <dir> -o <file>` plugs in here).
+/// One-shot subcommands.
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Packages a directory into a deterministic tar.gz artifact and prints its digest.
+    Package {
+        /// Directory to package.
+        dir: PathBuf,
+        /// Output file.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Exclusion patterns in `.sourceignore` syntax (like `spec.ignore`; newline separated).
+        #[arg(long)]
+        ignore: Option<String>,
+    },
+}
+
+/// Why the controller could not run.
+#[derive(Debug, thiserror::Error)]
+enum MainError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("artifact storage: {0}")]
+    Storage(#[from] ArtifactError),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(cmd) = cli.command {
-        match cmd {}
+        return match cmd {
+            Command::Package {
+                dir,
+                output,
+                ignore,
+            } => match package_to_file(&dir, &output, ignore.as_deref()) {
+                Ok(digest) => {
+                    println!("{digest}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("{CONTROLLER_NAME} package: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+        };
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -51,9 +100,23 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(flags: SourceControllerFlags) -> Result<(), RuntimeError> {
-    init_logging(flags.runtime.log_level, flags.runtime.log_encoding)?;
-    let gates = parse_feature_gates(&flags.runtime.feature_gates, SOURCE_FEATURE_GATES)?;
+fn build_storage(flags: &SourceControllerFlags) -> Result<Storage, MainError> {
+    let algo: DigestAlgorithm = flags.artifact_digest_algo.parse()?;
+    let hostname = advertised_address(&flags.storage_addr, &flags.storage_adv_addr)?;
+    Ok(Storage::new(StorageOptions {
+        root: flags.storage_path.clone(),
+        hostname,
+        retention_ttl: flags.artifact_retention_ttl,
+        retention_records: usize::try_from(flags.artifact_retention_records).unwrap_or(usize::MAX),
+        digest_algorithm: algo,
+    })?)
+}
+
+async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
+    init_logging(flags.runtime.log_level, flags.runtime.log_encoding)
+        .map_err(RuntimeError::from)?;
+    let gates = parse_feature_gates(&flags.runtime.feature_gates, SOURCE_FEATURE_GATES)
+        .map_err(RuntimeError::from)?;
     for name in flags.inert_flags_in_use() {
         tracing::info!(
             flag = name,
@@ -68,19 +131,90 @@ async fn run(flags: SourceControllerFlags) -> Result<(), RuntimeError> {
         "starting {CONTROLLER_NAME}"
     );
     let (manager, tasks) = Manager::start(CONTROLLER_NAME, &flags.runtime).await?;
+    // Like Flux: the manager (client) first, then the storage.
+    let storage = build_storage(&flags)?;
+    let storage_addr = parse_listen_addr(&flags.storage_addr).map_err(RuntimeError::from)?;
+    tracing::info!(host = %storage.hostname(), "artifact storage ready");
     // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
     let controller_metrics = manager
         .metrics
         .register_controller("gitrepository", flags.concurrent);
+    let concurrent = flags.concurrent;
     manager
-        .run(tasks, move |_mgr, stop| async move {
-            // The GitRepository reconciler plugs in here:
-            // `rflux_common::runtime::run_controller(_mgr.watch_api::<GitRepository>(), settings,
-            // controller_metrics, min/max retry delay, ctx, reconcile, stop).await`.
-            // Until then the controller serves health, metrics and the lease, and waits.
-            let _ = controller_metrics;
-            stop.cancelled().await;
+        .run(tasks, move |mgr, stop| async move {
+            // The artifact server runs only while this replica leads (like Flux).
+            let server = storage_addr.map(|addr| {
+                let root = storage.root().to_path_buf();
+                let stop = stop.clone();
+                tracing::info!(addr = %addr, "starting artifact server");
+                tokio::spawn(async move {
+                    let res = serve(root, addr, {
+                        let stop = stop.clone();
+                        async move { stop.cancelled().await }
+                    })
+                    .await;
+                    if let Err(e) = &res {
+                        // Without its file server the controller is useless: stop it.
+                        tracing::error!(error = %e, "artifact server failed");
+                        stop.cancel();
+                    }
+                    res
+                })
+            });
+            let ctx = Arc::new(Context {
+                client: mgr.client.clone(),
+                storage,
+                recorder: mgr.recorder.clone(),
+                jitter_percentage: mgr.flags.interval_jitter_percentage,
+                requeue_dependency: mgr.flags.requeue_dependency,
+            });
+            let settings = ControllerSettings {
+                name: "gitrepository".into(),
+                group: "source.toolkit.fluxcd.io".into(),
+                kind: "GitRepository".into(),
+                concurrency: concurrent,
+                label_selector: mgr.flags.watch_label_selector.clone(),
+            };
+            let ctrl = run_controller(
+                mgr.watch_api::<GitRepository>(),
+                settings,
+                controller_metrics,
+                mgr.flags.min_retry_delay,
+                mgr.flags.max_retry_delay,
+                ctx,
+                reconcile,
+                stop.clone(),
+            );
+            tokio::pin!(ctrl);
+            tokio::select! {
+                () = &mut ctrl => {}
+                () = stop.cancelled() => {
+                    // kube's runner never finishes while its cache has not synced (e.g. the
+                    // initial list keeps failing); bound the drain of in-flight reconciles.
+                    if tokio::time::timeout(SHUTDOWN_GRACE, &mut ctrl).await.is_err() {
+                        tracing::warn!(
+                            grace = ?SHUTDOWN_GRACE,
+                            "controller did not drain in time; stopping anyway"
+                        );
+                    }
+                }
+            }
+            stop.cancel();
+            if let Some(h) = server {
+                match h.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        return Err(RuntimeError::Controller(format!("artifact server: {e}")));
+                    }
+                    Err(e) => {
+                        return Err(RuntimeError::Controller(format!(
+                            "artifact server task failed: {e}"
+                        )));
+                    }
+                }
+            }
             Ok(())
         })
-        .await
+        .await?;
+    Ok(())
 }

@@ -1,0 +1,726 @@
+//! The GitRepository reconciler on the real control plane and the test git server.
+//!
+//! The reconciler runs in-process (the same `run_controller` + `reconcile` as the binary) with
+//! an artifact storage in a temp dir and the artifact server on a loopback port. One test
+//! function covers: HTTPS basic auth (branch), bearer token (annotated tag), SSH with
+//! known_hosts (semver range), anonymous HTTP (an older commit), a served archive whose digest
+//! matches status and equals packaging the work tree, a wrong password giving FetchFailed while
+//! the old artifact stays, a push producing a new artifact, and deletion removing the storage.
+//! It holds `<e2e state>/crds.lock` so the CRD compatibility test cannot swap CRDs meanwhile.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::runtime::controller::{ControllerSettings, run_controller};
+use rflux_common::runtime::metrics::Metrics;
+use rflux_common::runtime::{CancellationToken, EventRecorder};
+use rflux_e2e::{ControlPlane, GitServer, TestRepo, lock_file, state_root};
+use serde_json::{Value, json};
+use source_controller::artifact::{
+    Digest, DigestAlgorithm, Storage, StorageOptions, package_to_file, serve_listener,
+};
+use source_controller::gitrepository::{Context, reconcile};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SECOND_SUBJECT: &str = "second commit with a rather long subject line that gets cut";
+const CRD_NAME: &str = "gitrepositories.source.toolkit.fluxcd.io";
+
+fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// Installs our GitRepository CRD when no GitRepository CRD is installed, and waits until it
+/// is established.
+async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt(CRD_NAME).await?.is_none() {
+        let text =
+            std::fs::read_to_string(repo_root().join("manifests/crds/gitrepositories.yaml"))?;
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).map_err(|e| anyhow!("parsing CRD: {e}"))?;
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let crd = crds.get(CRD_NAME).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("CRD {CRD_NAME} not established");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET /{path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| anyhow!("no header end"))?;
+    let head = String::from_utf8_lossy(&buf[..split]).to_string();
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .ok_or_else(|| anyhow!("bad status line"))?
+        .parse()?;
+    Ok((code, buf[split + 4..].to_vec()))
+}
+
+fn condition<'a>(
+    obj: &'a GitRepository,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    obj.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+async fn wait_for(
+    api: &Api<GitRepository>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&GitRepository) -> bool,
+) -> GitRepository {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let obj = api.get(name).await.unwrap();
+        if pred(&obj) {
+            return obj;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {name}: {what}; status: {}",
+            serde_json::to_string_pretty(&obj.status).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn ready_with(obj: &GitRepository, revision: &str) -> bool {
+    condition(obj, "Ready").is_some_and(|c| c.status == "True")
+        && obj
+            .status
+            .as_ref()
+            .and_then(|s| s.artifact.as_ref())
+            .is_some_and(|a| a.revision == revision)
+}
+
+async fn create_secret(client: &Client, ns: &str, name: &str, data: Value) {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name},
+        "stringData": data,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &secret).await.unwrap();
+}
+
+async fn create_gitrepo(api: &Api<GitRepository>, name: &str, spec: Value) {
+    let obj: GitRepository = serde_json::from_value(json!({
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+async fn request_reconcile(api: &Api<GitRepository>, name: &str, token: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            &json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": token}}}),
+        ),
+    )
+    .await
+    .unwrap();
+}
+
+/// Fetches the artifact over HTTP, checks its digest and size against status, and (when
+/// `tree` is given) that it equals packaging that directory.
+async fn check_served(
+    obj: &GitRepository,
+    storage_addr: std::net::SocketAddr,
+    tree: Option<&Path>,
+) {
+    let art = obj.status.as_ref().unwrap().artifact.as_ref().unwrap();
+    let prefix = format!("http://{storage_addr}/");
+    let path = art
+        .url
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("artifact URL {} does not start with {prefix}", art.url));
+    assert_eq!(path, art.path);
+    assert!(art.path.ends_with(".tar.gz"));
+    let (code, body) = http_get(storage_addr, path).await.unwrap();
+    assert_eq!(code, 200, "GET {}", art.url);
+    let digest = Digest::of_reader(DigestAlgorithm::Sha256, &mut body.as_slice()).unwrap();
+    assert_eq!(digest.to_string(), art.digest);
+    assert_eq!(Some(body.len() as i64), art.size);
+    if let Some(dir) = tree {
+        let out = tempfile::tempdir().unwrap();
+        let expected = package_to_file(dir, &out.path().join("x.tar.gz"), None).unwrap();
+        assert_eq!(
+            expected, art.digest,
+            "artifact differs from the packaged work tree"
+        );
+    }
+}
+
+/// Copies the tracked files of the work tree (without .git) to a fresh dir.
+fn export_tree(repo: &TestRepo) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let files = repo.git(&["ls-files"]).unwrap();
+    for f in files.lines().filter(|l| !l.is_empty()) {
+        let dst = dir.path().join(f);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(repo.path().join(f), &dst).unwrap();
+    }
+    dir
+}
+
+#[tokio::test]
+async fn gitrepository_reconciler_end_to_end() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let git = GitServer::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    let lock_path = state_root().join("crds.lock");
+    let _lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
+        .await
+        .unwrap()
+        .unwrap();
+    ensure_crd(&client).await.unwrap();
+    let ns = cp.create_namespace("srcctl").await.unwrap();
+
+    // Storage + artifact server on a loopback port.
+    let storage_dir = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let storage_addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(serve_listener(
+        storage_dir.path().to_path_buf(),
+        listener,
+        {
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        },
+    ));
+    let mut opts = StorageOptions::new(storage_dir.path(), storage_addr.to_string());
+    opts.retention_ttl = Duration::from_secs(1);
+    let storage = Storage::new(opts).unwrap();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        storage,
+        recorder: EventRecorder::new(client.clone(), "source-controller", "e2e"),
+        jitter_percentage: 5,
+        requeue_dependency: Duration::from_secs(2),
+    });
+    let api: Api<GitRepository> = Api::namespaced(client.clone(), &ns);
+    let metrics = Metrics::new().unwrap();
+    let runner = tokio::spawn(run_controller(
+        api.clone(),
+        ControllerSettings {
+            name: "gitrepository".into(),
+            group: "source.toolkit.fluxcd.io".into(),
+            kind: "GitRepository".into(),
+            concurrency: 4,
+            label_selector: String::new(),
+        },
+        metrics.register_controller("gitrepository", 4),
+        Duration::from_millis(500),
+        Duration::from_secs(3),
+        ctx,
+        reconcile,
+        stop.clone(),
+    ));
+
+    // A repository with two commits on main and tags.
+    let repo = git.create_repo("srcctl").unwrap();
+    repo.write("deploy/cm.yaml", "apiVersion: v1\nkind: ConfigMap\n")
+        .unwrap();
+    let first = repo.commit("first commit").unwrap();
+    repo.tag("v1.0.0", true).unwrap();
+    repo.write("deploy/app.yaml", "app: 1\n").unwrap();
+    repo.write("deploy/notes.md", "excluded by spec.ignore below\n")
+        .unwrap();
+    repo.write("run.sh", "#!/bin/sh\necho hi\n").unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", repo.path().join("run.sh").to_str().unwrap()])
+        .status()
+        .unwrap();
+    let second = repo
+        .commit("second commit with a rather long subject line that gets cut")
+        .unwrap();
+    repo.tag("v1.1.0", false).unwrap();
+    repo.push("main").unwrap();
+    repo.push_tags().unwrap();
+    let tree_second = export_tree(&repo);
+    let v1_0_0_commit = repo.remote_rev("refs/tags/v1.0.0^{commit}").unwrap();
+    assert_eq!(v1_0_0_commit, first);
+    // v2.0.0 is outside the semver range used below.
+    repo.write("deploy/v2.yaml", "v: 2\n").unwrap();
+    repo.commit("v2").unwrap();
+    repo.tag("v2.0.0", true).unwrap();
+    repo.push_tags().unwrap();
+    repo.reset_hard(&second).unwrap();
+
+    // Secrets.
+    let (user, pass) = git.basic_auth();
+    create_secret(
+        &client,
+        &ns,
+        "basic",
+        json!({"username": user, "password": pass, "ca.crt": git.ca_pem()}),
+    )
+    .await;
+    create_secret(
+        &client,
+        &ns,
+        "bearer",
+        json!({"bearerToken": git.bearer_token(), "ca.crt": git.ca_pem()}),
+    )
+    .await;
+    create_secret(
+        &client,
+        &ns,
+        "ssh",
+        json!({"identity": git.ssh_private_key_pem(), "known_hosts": git.known_hosts_line()}),
+    )
+    .await;
+
+    create_gitrepo(
+        &api,
+        "https-basic",
+        json!({
+            "url": git.https_url(repo.name()), "interval": "1h",
+            "ref": {"branch": "main"}, "secretRef": {"name": "basic"},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        &api,
+        "bearer-tag",
+        json!({
+            "url": git.https_url(repo.name()), "interval": "1h",
+            "ref": {"tag": "v1.0.0"}, "secretRef": {"name": "bearer"},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        &api,
+        "ssh-semver",
+        json!({
+            "url": git.ssh_url(repo.name()), "interval": "1h",
+            "ref": {"semver": ">=1.0.0 <2.0.0"}, "secretRef": {"name": "ssh"},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        &api,
+        "http-commit",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "ref": {"commit": first},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        &api,
+        "bad-url",
+        json!({
+            "url": "https://", "interval": "1h",
+        }),
+    )
+    .await;
+
+    let basic = wait_for(&api, "https-basic", "ready on main", |o| {
+        ready_with(o, &format!("main@sha1:{second}"))
+    })
+    .await;
+    let st = basic.status.as_ref().unwrap();
+    assert_eq!(st.observed_generation, basic.metadata.generation);
+    assert!(
+        basic
+            .metadata
+            .finalizers
+            .as_ref()
+            .unwrap()
+            .contains(&"finalizers.fluxcd.io".to_string())
+    );
+    let ready = condition(&basic, "Ready").unwrap();
+    assert_eq!(ready.reason, "Succeeded");
+    assert_eq!(
+        ready.message,
+        format!("stored artifact for revision 'main@sha1:{second}'")
+    );
+    assert!(condition(&basic, "ArtifactInStorage").is_some_and(|c| c.status == "True"));
+    assert!(condition(&basic, "Reconciling").is_none());
+    assert_eq!(
+        st.artifact.as_ref().unwrap().path,
+        format!("gitrepository/{ns}/https-basic/{second}.tar.gz")
+    );
+    check_served(&basic, storage_addr, Some(tree_second.path())).await;
+
+    let tag = wait_for(&api, "bearer-tag", "ready on v1.0.0", |o| {
+        ready_with(o, &format!("v1.0.0@sha1:{first}"))
+    })
+    .await;
+    check_served(&tag, storage_addr, None).await;
+
+    let semver = wait_for(&api, "ssh-semver", "ready on v1.1.0", |o| {
+        ready_with(o, &format!("v1.1.0@sha1:{second}"))
+    })
+    .await;
+    check_served(&semver, storage_addr, Some(tree_second.path())).await;
+    // Same tree as the branch artifact: same bytes.
+    assert_eq!(
+        semver
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest,
+        st.artifact.as_ref().unwrap().digest
+    );
+
+    let commit = wait_for(&api, "http-commit", "ready on the first commit", |o| {
+        ready_with(o, &format!("sha1:{first}"))
+    })
+    .await;
+    check_served(&commit, storage_addr, None).await;
+    assert_eq!(
+        commit
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest,
+        tag.status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest
+    );
+
+    let bad = wait_for(&api, "bad-url", "stalled", |o| {
+        condition(o, "Stalled").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(condition(&bad, "Ready").unwrap().reason, "URLInvalid");
+    assert_eq!(condition(&bad, "Ready").unwrap().status, "False");
+
+    // Include + sparseCheckout + ignore: deploy/ of main (without *.md), plus the commit
+    // artifact copied under lib/.
+    create_gitrepo(
+        &api,
+        "with-include",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "ref": {"branch": "main"},
+            "sparseCheckout": ["deploy"],
+            "ignore": "*.md\n",
+            "include": [{"repository": {"name": "http-commit"}, "toPath": "lib"}],
+        }),
+    )
+    .await;
+    let inc = wait_for(&api, "with-include", "ready with include", |o| {
+        ready_with(o, &format!("main@sha1:{second}"))
+    })
+    .await;
+    let inc_status = inc.status.as_ref().unwrap();
+    assert_eq!(
+        inc_status.included_artifacts.as_ref().unwrap()[0].revision,
+        format!("sha1:{first}")
+    );
+    assert_eq!(
+        inc_status.observed_sparse_checkout,
+        Some(vec!["deploy".to_string()])
+    );
+    assert_eq!(inc_status.observed_ignore.as_deref(), Some("*.md\n"));
+    let expected = tempfile::tempdir().unwrap();
+    for f in ["deploy/cm.yaml", "deploy/app.yaml"] {
+        let dst = expected.path().join(f);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(tree_second.path().join(f), dst).unwrap();
+    }
+    std::fs::create_dir_all(expected.path().join("lib/deploy")).unwrap();
+    std::fs::copy(
+        tree_second.path().join("deploy/cm.yaml"),
+        expected.path().join("lib/deploy/cm.yaml"),
+    )
+    .unwrap();
+    check_served(&inc, storage_addr, Some(expected.path())).await;
+
+    // A sparse directory that does not exist fails the fetch.
+    create_gitrepo(
+        &api,
+        "bad-sparse",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "ref": {"branch": "main"}, "sparseCheckout": ["nope"],
+        }),
+    )
+    .await;
+    let bad_sparse = wait_for(&api, "bad-sparse", "FetchFailed", |o| {
+        condition(o, "FetchFailed").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let msg = &condition(&bad_sparse, "FetchFailed").unwrap().message;
+    assert!(
+        msg.contains("sparse checkout dir 'nope' does not exist"),
+        "{msg}"
+    );
+
+    // Unsupported features are never silently ignored: verify fails closed, a non-generic
+    // provider stalls.
+    create_gitrepo(
+        &api,
+        "with-verify",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "verify": {"mode": "HEAD", "secretRef": {"name": "keys"}},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        &api,
+        "github-provider",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h", "provider": "github",
+        }),
+    )
+    .await;
+    let verify = wait_for(&api, "with-verify", "SourceVerified=False", |o| {
+        condition(o, "SourceVerified").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    let ready = condition(&verify, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "VerificationError")
+    );
+    assert!(verify.status.as_ref().unwrap().artifact.is_none());
+    let gh = wait_for(&api, "github-provider", "stalled", |o| {
+        condition(o, "Stalled").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&gh, "Ready").unwrap().reason,
+        "InvalidProviderConfiguration"
+    );
+
+    // Events: NewArtifact with Flux's message.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let subject: String = SECOND_SUBJECT.chars().take(50).collect();
+    assert!(SECOND_SUBJECT.chars().count() > 50);
+    let expected_msg = format!("stored artifact for commit '{subject}...'");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = events.list(&Default::default()).await.unwrap();
+        let found = list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("NewArtifact")
+                && e.involved_object.name.as_deref() == Some("https-basic")
+                && e.message.as_deref() == Some(expected_msg.as_str())
+        });
+        if found {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no NewArtifact event: {:?}",
+            list.items
+                .iter()
+                .map(|e| (&e.reason, &e.message))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // Wrong password: FetchFailed, the old artifact stays.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    secrets
+        .patch(
+            "basic",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"stringData": {"password": "wrong"}})),
+        )
+        .await
+        .unwrap();
+    request_reconcile(&api, "https-basic", "bad-password").await;
+    let failed = wait_for(&api, "https-basic", "FetchFailed", |o| {
+        condition(o, "FetchFailed").is_some_and(|c| c.status == "True")
+            && o.status
+                .as_ref()
+                .unwrap()
+                .last_handled_reconcile_at
+                .as_deref()
+                == Some("bad-password")
+    })
+    .await;
+    let ff = condition(&failed, "FetchFailed").unwrap();
+    assert_eq!(ff.reason, "GitOperationFailed");
+    assert!(
+        ff.message
+            .starts_with("failed to checkout and determine revision: "),
+        "{}",
+        ff.message
+    );
+    assert!(
+        !ff.message.contains("wrong"),
+        "message leaks the password: {}",
+        ff.message
+    );
+    let ready = condition(&failed, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "GitOperationFailed")
+    );
+    assert_eq!(
+        failed.status.as_ref().unwrap().artifact,
+        basic
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .clone()
+            .map(|mut a| {
+                a.url = failed
+                    .status
+                    .as_ref()
+                    .unwrap()
+                    .artifact
+                    .as_ref()
+                    .unwrap()
+                    .url
+                    .clone();
+                a
+            })
+    );
+    check_served(&failed, storage_addr, Some(tree_second.path())).await;
+
+    // Fix the password and push a new commit: a new artifact.
+    secrets
+        .patch(
+            "basic",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"stringData": {"password": pass}})),
+        )
+        .await
+        .unwrap();
+    repo.write("deploy/new.yaml", "new: true\n").unwrap();
+    let third = repo.commit("third").unwrap();
+    repo.push("main").unwrap();
+    let tree_third = export_tree(&repo);
+    request_reconcile(&api, "https-basic", "after-push").await;
+    let updated = wait_for(&api, "https-basic", "new artifact", |o| {
+        ready_with(o, &format!("main@sha1:{third}"))
+    })
+    .await;
+    assert!(condition(&updated, "FetchFailed").is_none());
+    check_served(&updated, storage_addr, Some(tree_third.path())).await;
+    assert_ne!(
+        updated
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest,
+        basic
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest
+    );
+
+    // No change: a reconcile keeps the artifact (same digest, new requestedAt handled).
+    request_reconcile(&api, "https-basic", "no-change").await;
+    let same = wait_for(&api, "https-basic", "no-change handled", |o| {
+        o.status
+            .as_ref()
+            .unwrap()
+            .last_handled_reconcile_at
+            .as_deref()
+            == Some("no-change")
+            && condition(o, "Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(
+        same.status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest,
+        updated
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest
+    );
+
+    // Deletion removes the storage directory and the finalizer.
+    let obj_dir = storage_dir
+        .path()
+        .join(format!("gitrepository/{ns}/https-basic"));
+    assert!(obj_dir.is_dir());
+    api.delete("https-basic", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.get_opt("https-basic").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "https-basic not deleted");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        !obj_dir.exists(),
+        "storage of the deleted object is still there"
+    );
+
+    stop.cancel();
+    runner.await.unwrap();
+    server.await.unwrap().unwrap();
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .context("deleting namespace");
+}

@@ -1,0 +1,369 @@
+//! Health assessment driven by watches: one watch per object (field selector on its name); the
+//! kstatus rules in [`crate::kstatus`] run on every event, so the wait ends as soon as every
+//! object is Current (Flux polls every 5s instead).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::Client;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use rflux_common::runtime::format_go_duration;
+
+use crate::apply::{Action, ChangeSet, Owner, Resolver};
+use crate::inventory::ObjectRef;
+use crate::kstatus::{self, Status};
+
+/// The last known status of one watched object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectStatus {
+    /// The object.
+    pub object: ObjectRef,
+    /// Its kstatus status.
+    pub status: Status,
+    /// The kstatus message.
+    pub message: String,
+    /// The last watch error, if any.
+    pub error: Option<String>,
+}
+
+fn render(list: &[ObjectStatus]) -> String {
+    list.iter()
+        .map(|s| match &s.error {
+            Some(e) => format!("{} status: '{}': {e}", s.object.subject(), s.status),
+            None => format!("{} status: '{}'", s.object.subject(), s.status),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why a health check failed (Flux's texts).
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    /// Some objects were not Current before the timeout.
+    #[error("health check failed after {elapsed}: timeout waiting for: [{}]", render(.pending))]
+    Timeout {
+        /// Go-formatted time spent.
+        elapsed: String,
+        /// The objects that were not Current.
+        pending: Vec<ObjectStatus>,
+    },
+    /// Some objects are Failed (fail-fast).
+    #[error("health check failed after {elapsed}: failed early due to stalled resources: [{}]", render(.failed))]
+    Stalled {
+        /// Go-formatted time spent.
+        elapsed: String,
+        /// The Failed objects.
+        failed: Vec<ObjectStatus>,
+    },
+    /// Objects still existed at the timeout of a termination wait.
+    #[error("timeout waiting for termination: [{}]", render(.remaining))]
+    TerminationTimeout {
+        /// The objects still present.
+        remaining: Vec<ObjectStatus>,
+    },
+    /// An object's kind cannot be resolved.
+    #[error("{subject} health check failed: {message}")]
+    Resolve {
+        /// `Kind/ns/name`.
+        subject: String,
+        /// Details.
+        message: String,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    Ready,
+    Gone,
+}
+
+/// Waits until every object is Current (fail-fast on Failed), with a fresh [`Resolver`].
+pub async fn wait_for(
+    client: Client,
+    objects: &[ObjectRef],
+    timeout: Duration,
+) -> Result<(), HealthError> {
+    wait_for_with(&Resolver::new(client), objects, timeout).await
+}
+
+/// Waits until every object is Current; returns early with [`HealthError::Stalled`] as soon as
+/// one is Failed, or [`HealthError::Timeout`] after `timeout`.
+pub async fn wait_for_with(
+    resolver: &Resolver,
+    objects: &[ObjectRef],
+    timeout: Duration,
+) -> Result<(), HealthError> {
+    watch_until(resolver, objects, timeout, Goal::Ready).await
+}
+
+/// Waits until none of the objects exists any more (`WaitForTermination`).
+pub async fn wait_for_termination(
+    resolver: &Resolver,
+    objects: &[ObjectRef],
+    timeout: Duration,
+) -> Result<(), HealthError> {
+    watch_until(resolver, objects, timeout, Goal::Gone).await
+}
+
+type Events = BoxStream<
+    'static,
+    (
+        usize,
+        Result<Event<kube::api::DynamicObject>, watcher::Error>,
+    ),
+>;
+
+async fn watch_until(
+    resolver: &Resolver,
+    objects: &[ObjectRef],
+    timeout: Duration,
+    goal: Goal,
+) -> Result<(), HealthError> {
+    let start = tokio::time::Instant::now();
+    if objects.is_empty() {
+        return Ok(());
+    }
+    let mut streams: Vec<Events> = Vec::with_capacity(objects.len());
+    for (i, obj) in objects.iter().enumerate() {
+        let api = resolver.api(obj).await.map_err(|e| HealthError::Resolve {
+            subject: obj.subject(),
+            message: e.to_string(),
+        })?;
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", obj.name));
+        streams.push(
+            watcher::watcher(api, cfg)
+                .default_backoff()
+                .map(move |ev| (i, ev))
+                .boxed(),
+        );
+    }
+    let mut events = futures::stream::select_all(streams);
+    let mut states: Vec<ObjectStatus> = objects
+        .iter()
+        .map(|o| ObjectStatus {
+            object: o.clone(),
+            status: Status::Unknown,
+            message: String::new(),
+            error: None,
+        })
+        .collect();
+    let mut listed = vec![false; objects.len()];
+    // Jobs with ttlSecondsAfterFinished that disappear count as Current.
+    let mut ttl_job = vec![false; objects.len()];
+    let deadline = start + timeout;
+    loop {
+        let elapsed = || format_go_duration(start.elapsed());
+        match goal {
+            Goal::Ready => {
+                let failed: Vec<ObjectStatus> = states
+                    .iter()
+                    .filter(|s| s.status == Status::Failed)
+                    .cloned()
+                    .collect();
+                if !failed.is_empty() {
+                    return Err(HealthError::Stalled {
+                        elapsed: elapsed(),
+                        failed,
+                    });
+                }
+                if states.iter().all(|s| s.status == Status::Current) {
+                    return Ok(());
+                }
+            }
+            Goal::Gone => {
+                if states.iter().all(|s| s.status == Status::NotFound) {
+                    return Ok(());
+                }
+            }
+        }
+        let next = tokio::time::timeout_at(deadline, events.next()).await;
+        let (i, event) = match next {
+            Ok(Some(item)) => item,
+            // Timed out, or (unexpectedly) every watch ended.
+            Err(_) | Ok(None) => {
+                return Err(match goal {
+                    Goal::Ready => HealthError::Timeout {
+                        elapsed: elapsed(),
+                        pending: states
+                            .into_iter()
+                            .filter(|s| s.status != Status::Current)
+                            .collect(),
+                    },
+                    Goal::Gone => HealthError::TerminationTimeout {
+                        remaining: states
+                            .into_iter()
+                            .filter(|s| s.status != Status::NotFound)
+                            .collect(),
+                    },
+                });
+            }
+        };
+        let Some(state) = states.get_mut(i) else {
+            continue;
+        };
+        match event {
+            Ok(Event::Init) => listed[i] = false,
+            Ok(Event::InitApply(obj) | Event::Apply(obj)) => {
+                listed[i] = true;
+                state.error = None;
+                match serde_json::to_value(&obj) {
+                    Ok(mut v) => {
+                        // List items carry no apiVersion/kind; the rules need them.
+                        if let Some(map) = v.as_object_mut() {
+                            map.insert("apiVersion".into(), state.object.api_version().into());
+                            map.insert("kind".into(), state.object.kind.clone().into());
+                        }
+                        ttl_job[i] = state.object.group == "batch"
+                            && state.object.kind == "Job"
+                            && v.pointer("/spec/ttlSecondsAfterFinished").is_some();
+                        let r = kstatus::compute(&v);
+                        state.status = r.status;
+                        state.message = r.message;
+                    }
+                    Err(e) => {
+                        state.status = Status::Unknown;
+                        state.error = Some(e.to_string());
+                    }
+                }
+            }
+            Ok(Event::Delete(_)) => mark_gone(state, goal, ttl_job[i]),
+            Ok(Event::InitDone) => {
+                if !listed[i] {
+                    mark_gone(state, goal, ttl_job[i]);
+                }
+            }
+            Err(e) => state.error = Some(e.to_string()),
+        }
+    }
+}
+
+fn mark_gone(state: &mut ObjectStatus, goal: Goal, ttl_job: bool) {
+    if goal == Goal::Ready && ttl_job {
+        state.status = Status::Current;
+        state.message = "Job was deleted after finishing (ttlSecondsAfterFinished)".into();
+    } else {
+        state.status = Status::NotFound;
+        state.message = "Resource not found".into();
+    }
+}
+
+/// The objects a `wait: true` health check waits for: every change-set object except the
+/// skipped ones and the Kustomization itself (to avoid a deadlock).
+pub fn wait_targets(changes: &ChangeSet, owner: &Owner) -> Vec<ObjectRef> {
+    changes
+        .entries
+        .iter()
+        .filter(|e| e.action != Action::Skipped)
+        .map(|e| &e.object)
+        .filter(|o| {
+            !(o.group == "kustomize.toolkit.fluxcd.io"
+                && o.kind == "Kustomization"
+                && o.name == owner.name
+                && o.namespace == owner.namespace)
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_targets_skip_skipped_and_self() {
+        let owner = Owner {
+            name: "apps".into(),
+            namespace: "flux-system".into(),
+        };
+        let o = |group: &str, kind: &str, ns: &str, name: &str| ObjectRef {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let mut cs = ChangeSet::default();
+        cs.push(o("", "ConfigMap", "a", "c"), Action::Unchanged);
+        cs.push(o("", "Secret", "a", "s"), Action::Skipped);
+        cs.push(
+            o(
+                "kustomize.toolkit.fluxcd.io",
+                "Kustomization",
+                "flux-system",
+                "apps",
+            ),
+            Action::Configured,
+        );
+        cs.push(
+            o(
+                "kustomize.toolkit.fluxcd.io",
+                "Kustomization",
+                "flux-system",
+                "other",
+            ),
+            Action::Created,
+        );
+        let subjects: Vec<String> = wait_targets(&cs, &owner)
+            .iter()
+            .map(ObjectRef::subject)
+            .collect();
+        assert_eq!(
+            subjects,
+            ["ConfigMap/a/c", "Kustomization/flux-system/other"]
+        );
+    }
+
+    #[test]
+    fn error_texts_match_flux() {
+        let obj = ObjectRef {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: "ns".into(),
+            name: "web".into(),
+        };
+        let e = HealthError::Timeout {
+            elapsed: "5s".into(),
+            pending: vec![
+                ObjectStatus {
+                    object: obj.clone(),
+                    status: Status::InProgress,
+                    message: "Available: 0/1".into(),
+                    error: None,
+                },
+                ObjectStatus {
+                    object: ObjectRef {
+                        kind: "ConfigMap".into(),
+                        group: String::new(),
+                        ..obj.clone()
+                    },
+                    status: Status::NotFound,
+                    message: String::new(),
+                    error: Some("boom".into()),
+                },
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "health check failed after 5s: timeout waiting for: \
+             [Deployment/ns/web status: 'InProgress', ConfigMap/ns/web status: 'NotFound': boom]"
+        );
+        let s = HealthError::Stalled {
+            elapsed: "1.5s".into(),
+            failed: vec![ObjectStatus {
+                object: obj,
+                status: Status::Failed,
+                message: String::new(),
+                error: None,
+            }],
+        };
+        assert_eq!(
+            s.to_string(),
+            "health check failed after 1.5s: failed early due to stalled resources: \
+             [Deployment/ns/web status: 'Failed']"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make bench: release builds, then each benchmark prints its table. Results: target/bench/*.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target/bench"
+cargo build --release -p kustomize-controller
+export RFLUX_BUILD_BIN="$target/release/kustomize-controller"
+echo "# kustomize engine" | tee "$target/bench/kustomize.md"
+cargo bench -p rflux-kustomize --bench kustomize 2>/dev/null | tee -a "$target/bench/kustomize.md"

@@ -1,0 +1,217 @@
+//! Materialises a fetched commit (and included artifacts) into a directory for packaging.
+
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use rflux_git::{FetchedCommit, GitError, SparseFilter, WalkEntry};
+
+/// Why a checkout or include copy failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("submodule '{0}' cannot be checked out: recurseSubmodules is not supported yet")]
+    Submodule(String),
+    #[error("sparse checkout dir '{0}' does not exist")]
+    SparseMissing(String),
+    #[error("illegal path '{0}'")]
+    IllegalPath(String),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> CheckoutError {
+    let context = context.into();
+    move |source| CheckoutError::Io { context, source }
+}
+
+/// Joins a relative, slash-separated path under `root`, refusing anything that could escape.
+pub fn secure_join(root: &Path, rel: &str) -> Result<PathBuf, CheckoutError> {
+    let mut out = root.to_path_buf();
+    for c in Path::new(rel).components() {
+        match c {
+            Component::Normal(p) => out.push(p),
+            Component::CurDir | Component::RootDir => {}
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(CheckoutError::IllegalPath(rel.to_string()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the commit's tree under `dir`: regular files with their executable bit, empty
+/// directories for submodules (like a checkout without `--recurse-submodules`); symlinks are
+/// skipped (the archive skips them anyway). With `recurse_submodules`, a submodule is an error.
+pub fn write_tree(
+    fetched: &FetchedCommit,
+    dir: &Path,
+    sparse: &[String],
+    recurse_submodules: bool,
+) -> Result<(), CheckoutError> {
+    let filter = if sparse.is_empty() {
+        SparseFilter::all()
+    } else {
+        SparseFilter::new(sparse)
+    };
+    fetched.walk_tree::<CheckoutError, _>(&filter, |entry| match entry {
+        WalkEntry::File {
+            path, mode, data, ..
+        } => {
+            if mode == 0o120000 {
+                return Ok(());
+            }
+            let target = secure_join(dir, path)?;
+            if let Some(parent) = target.parent() {
+                fs::create_dir_all(parent).map_err(io_err(format!("create dir for {path}")))?;
+            }
+            fs::write(&target, data).map_err(io_err(format!("write {path}")))?;
+            if mode & 0o111 != 0 {
+                set_executable(&target)?;
+            }
+            Ok(())
+        }
+        WalkEntry::Submodule { path, .. } => {
+            if recurse_submodules {
+                return Err(CheckoutError::Submodule(path.to_string()));
+            }
+            let target = secure_join(dir, path)?;
+            fs::create_dir_all(&target).map_err(io_err(format!("create dir {path}")))
+        }
+    })?;
+    for s in sparse {
+        let trimmed = s.trim().trim_start_matches("./");
+        if trimmed.is_empty() || trimmed == "." {
+            continue;
+        }
+        if !secure_join(dir, trimmed)?.is_dir() {
+            return Err(CheckoutError::SparseMissing(s.clone()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_executable(p: &Path) -> Result<(), CheckoutError> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(0o755))
+        .map_err(io_err(format!("chmod {}", p.display())))
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) -> Result<(), CheckoutError> {
+    Ok(())
+}
+
+/// Extracts the entries of the `.tar.gz` at `archive` that lie under `from_path` into
+/// `dest_root/to_path` (Flux's include copy). Only regular files and directories are copied.
+pub fn copy_include(
+    archive: &Path,
+    from_path: &str,
+    dest_root: &Path,
+    to_path: &str,
+) -> Result<(), CheckoutError> {
+    let dest = secure_join(dest_root, to_path)?;
+    // Replace what the checkout had at toPath (Flux copies over it).
+    if dest != dest_root && dest.exists() {
+        fs::remove_dir_all(&dest).map_err(io_err(format!("clear {to_path}")))?;
+    }
+    fs::create_dir_all(&dest).map_err(io_err(format!("create {to_path}")))?;
+    let from: Vec<String> = Path::new(from_path)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    let file = fs::File::open(archive).map_err(io_err(format!("open {}", archive.display())))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(io::BufReader::new(file)));
+    let entries = tar.entries().map_err(io_err("read include archive"))?;
+    let mut found = from.is_empty();
+    for entry in entries {
+        let mut entry = entry.map_err(io_err("read include archive entry"))?;
+        let path = entry
+            .path()
+            .map_err(io_err("include entry path"))?
+            .into_owned();
+        let mut comps = Vec::new();
+        for c in path.components() {
+            match c {
+                Component::Normal(p) => comps.push(p.to_string_lossy().into_owned()),
+                Component::CurDir => {}
+                _ => return Err(CheckoutError::IllegalPath(path.display().to_string())),
+            }
+        }
+        if comps.len() < from.len() || comps[..from.len()] != from[..] {
+            continue;
+        }
+        found = true;
+        let rel = comps[from.len()..].join("/");
+        let kind = entry.header().entry_type();
+        if kind.is_dir() {
+            fs::create_dir_all(secure_join(&dest, &rel)?)
+                .map_err(io_err(format!("create {rel}")))?;
+        } else if kind.is_file() && !rel.is_empty() {
+            let target = secure_join(&dest, &rel)?;
+            if let Some(parent) = target.parent() {
+                fs::create_dir_all(parent).map_err(io_err(format!("create dir for {rel}")))?;
+            }
+            let mode = entry.header().mode().unwrap_or(0o600);
+            let mut out = fs::File::create(&target).map_err(io_err(format!("create {rel}")))?;
+            io::copy(&mut entry, &mut out).map_err(io_err(format!("write {rel}")))?;
+            if mode & 0o111 != 0 {
+                set_executable(&target)?;
+            }
+        }
+    }
+    if !found {
+        return Err(CheckoutError::IllegalPath(format!(
+            "fromPath '{from_path}' not found in included artifact"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::artifact::{IgnoreRules, package_dir};
+
+    #[test]
+    fn secure_join_refuses_parent() {
+        let root = Path::new("/r");
+        assert_eq!(secure_join(root, "a/./b").unwrap(), Path::new("/r/a/b"));
+        assert_eq!(secure_join(root, "/abs").unwrap(), Path::new("/r/abs"));
+        assert!(secure_join(root, "a/../../x").is_err());
+    }
+
+    #[test]
+    fn include_copies_subtree() {
+        let src = tempfile::tempdir().unwrap();
+        fs::create_dir_all(src.path().join("deploy/app")).unwrap();
+        fs::write(src.path().join("deploy/app/cm.yaml"), "a: 1\n").unwrap();
+        fs::write(src.path().join("README"), "r").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let tgz = out.path().join("a.tar.gz");
+        let mut f = fs::File::create(&tgz).unwrap();
+        package_dir(src.path(), &IgnoreRules::none(), &mut f).unwrap();
+        drop(f);
+        let dest = tempfile::tempdir().unwrap();
+        copy_include(&tgz, "deploy", dest.path(), "lib").unwrap();
+        assert_eq!(
+            fs::read_to_string(dest.path().join("lib/app/cm.yaml")).unwrap(),
+            "a: 1\n"
+        );
+        assert!(!dest.path().join("lib/README").exists());
+        copy_include(&tgz, "", dest.path(), "all").unwrap();
+        assert!(dest.path().join("all/README").exists());
+        assert!(copy_include(&tgz, "nope", dest.path(), "x").is_err());
+        assert!(copy_include(&tgz, "", dest.path(), "../escape").is_err());
+    }
+}

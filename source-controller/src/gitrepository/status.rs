@@ -1,0 +1,512 @@
+//! Pure status/condition transitions of the GitRepository reconciler (flux-spec §1.6–§1.8).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use rflux_common::api::gitrepository::{GitRepositorySpec, GitRepositoryStatus};
+use rflux_common::api::meta::{Artifact as ApiArtifact, revisions_equal};
+use rflux_common::runtime::conditions::{
+    self as cond, GIT_REPOSITORY_SUMMARY, READY, RECONCILING, STALLED, SUCCEEDED_REASON,
+};
+
+use crate::artifact::Artifact as StoredArtifact;
+
+pub const ARTIFACT_IN_STORAGE: &str = "ArtifactInStorage";
+pub const ARTIFACT_OUTDATED: &str = "ArtifactOutdated";
+pub const FETCH_FAILED: &str = "FetchFailed";
+pub const INCLUDE_UNAVAILABLE: &str = "IncludeUnavailable";
+pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
+pub const SOURCE_VERIFIED: &str = "SourceVerified";
+
+pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
+pub const URL_INVALID: &str = "URLInvalid";
+pub const GIT_OPERATION_FAILED: &str = "GitOperationFailed";
+pub const EMPTY_GIT_REPOSITORY: &str = "EmptyGitRepository";
+pub const INVALID_PROVIDER_CONFIGURATION: &str = "InvalidProviderConfiguration";
+pub const NEW_REVISION: &str = "NewRevision";
+pub const INCLUDE_CHANGE: &str = "IncludeChange";
+pub const NOT_FOUND: &str = "NotFound";
+pub const NO_ARTIFACT: &str = "NoArtifact";
+pub const ARCHIVE_OPERATION_FAILED: &str = "ArchiveOperationFailed";
+pub const DIRECTORY_CREATION_FAILED: &str = "DirectoryCreationFailed";
+pub const VERIFICATION_ERROR: &str = "VerificationError";
+pub const PROGRESSING: &str = "Progressing";
+
+/// How a failed stage affects the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Retried with exponential backoff.
+    Generic,
+    /// Will not succeed without a spec change: Stalled, no requeue.
+    Stalling,
+    /// A dependency is missing: requeue after `--requeue-dependency`.
+    Waiting,
+}
+
+/// A failed stage: which condition to set, with which reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageError {
+    pub severity: Severity,
+    pub condition: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl StageError {
+    pub fn generic(condition: &'static str, reason: &'static str, message: String) -> Self {
+        StageError {
+            severity: Severity::Generic,
+            condition,
+            reason,
+            message,
+        }
+    }
+    pub fn stalling(condition: &'static str, reason: &'static str, message: String) -> Self {
+        StageError {
+            severity: Severity::Stalling,
+            condition,
+            reason,
+            message,
+        }
+    }
+    pub fn waiting(condition: &'static str, reason: &'static str, message: String) -> Self {
+        StageError {
+            severity: Severity::Waiting,
+            condition,
+            reason,
+            message,
+        }
+    }
+}
+
+/// `stored artifact for revision '<rev>'`.
+pub fn stored_message(revision: &str) -> String {
+    format!("stored artifact for revision '{revision}'")
+}
+
+/// The NewArtifact event message: the commit subject, at most 50 characters plus `...`.
+pub fn new_artifact_message(commit_message: &str) -> String {
+    let subject = commit_message.lines().next().unwrap_or("").trim_end();
+    let mut short: String = subject.chars().take(50).collect();
+    if subject.chars().count() > 50 {
+        short.push_str("...");
+    }
+    format!("stored artifact for commit '{short}'")
+}
+
+/// Maps a stored artifact to the API type.
+pub fn to_api_artifact(a: &StoredArtifact, now: jiff::Timestamp) -> ApiArtifact {
+    let ts = a.last_update_time.parse::<jiff::Timestamp>().unwrap_or(now);
+    ApiArtifact {
+        path: a.path.clone(),
+        url: a.url.clone(),
+        revision: a.revision.clone(),
+        digest: a.digest.clone(),
+        last_update_time: Time(cond::truncate_to_seconds(ts)),
+        size: i64::try_from(a.size).ok(),
+        metadata: None,
+    }
+}
+
+/// Maps the API artifact back to the storage type.
+pub fn from_api_artifact(a: &ApiArtifact) -> StoredArtifact {
+    StoredArtifact {
+        path: a.path.clone(),
+        url: a.url.clone(),
+        revision: a.revision.clone(),
+        digest: a.digest.clone(),
+        last_update_time: a.last_update_time.0.to_string(),
+        size: a.size.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+    }
+}
+
+/// The content-affecting spec fields differ from what the stored artifact was built with.
+pub fn observed_fields_changed(spec: &GitRepositorySpec, status: &GitRepositoryStatus) -> bool {
+    let empty_vec = |v: &Option<Vec<String>>| v.as_ref().is_none_or(Vec::is_empty);
+    let sparse_same = (empty_vec(&spec.sparse_checkout)
+        && empty_vec(&status.observed_sparse_checkout))
+        || spec.sparse_checkout == status.observed_sparse_checkout;
+    let include_same = spec.include.as_ref().is_none_or(Vec::is_empty)
+        && status.observed_include.as_ref().is_none_or(Vec::is_empty)
+        || spec.include == status.observed_include;
+    spec.ignore != status.observed_ignore
+        || spec.recurse_submodules.unwrap_or(false)
+            != status.observed_recurse_submodules.unwrap_or(false)
+        || !sparse_same
+        || !include_same
+}
+
+/// Whether the stored artifact can be kept for `revision` (nothing content-affecting changed).
+pub fn artifact_up_to_date(
+    spec: &GitRepositorySpec,
+    status: &GitRepositoryStatus,
+    revision: &str,
+    included: &[ApiArtifact],
+) -> bool {
+    let Some(a) = &status.artifact else {
+        return false;
+    };
+    let stored_incl = status.included_artifacts.as_deref().unwrap_or(&[]);
+    let incl_same = stored_incl.len() == included.len()
+        && stored_incl
+            .iter()
+            .zip(included)
+            .all(|(x, y)| revisions_equal(&x.revision, &y.revision) && x.digest == y.digest);
+    revisions_equal(&a.revision, revision)
+        && cond::is_true(
+            status.conditions.as_deref().unwrap_or(&[]),
+            ARTIFACT_IN_STORAGE,
+        )
+        && !observed_fields_changed(spec, status)
+        && incl_same
+}
+
+/// Step 5: `Reconciling=True` at the start of a reconcile. Returns true when the generation
+/// changed (the caller then patches right away).
+pub fn begin(status: &mut GitRepositoryStatus, generation: i64, now: jiff::Timestamp) -> bool {
+    let observed = status.observed_generation.unwrap_or(-1);
+    let changed = observed != generation;
+    let msg = if changed {
+        format!("processing object: new generation {observed} -> {generation}")
+    } else {
+        cond::RECONCILIATION_IN_PROGRESS_MSG.to_string()
+    };
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::mark_reconciling(conds, PROGRESSING, &msg, Some(generation), now);
+    changed
+}
+
+/// Reconciling (and Ready, when Unknown) with a progress message such as `building artifact`.
+pub fn progress(
+    status: &mut GitRepositoryStatus,
+    msg: &str,
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::mark_reconciling(conds, PROGRESSING, msg, Some(generation), now);
+}
+
+/// The artifact vanished or failed verification: drop it (step 7).
+pub fn artifact_missing(status: &mut GitRepositoryStatus, generation: i64, now: jiff::Timestamp) {
+    status.artifact = None;
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::delete(conds, ARTIFACT_IN_STORAGE);
+    cond::mark_reconciling(
+        conds,
+        PROGRESSING,
+        "building artifact: disappeared from storage",
+        Some(generation),
+        now,
+    );
+    cond::mark_unknown(
+        conds,
+        READY,
+        PROGRESSING,
+        "building artifact: disappeared from storage",
+        Some(generation),
+        now,
+    );
+}
+
+/// A new upstream revision is about to be built.
+pub fn new_revision(
+    status: &mut GitRepositoryStatus,
+    revision: &str,
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    if status.artifact.is_none() {
+        progress(status, "building artifact", generation, now);
+        return;
+    }
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::mark_true(
+        conds,
+        ARTIFACT_OUTDATED,
+        NEW_REVISION,
+        &format!("new upstream revision '{revision}'"),
+        Some(generation),
+        now,
+    );
+    cond::mark_reconciling(
+        conds,
+        PROGRESSING,
+        &format!("building artifact: new upstream revision '{revision}'"),
+        Some(generation),
+        now,
+    );
+}
+
+/// The stored artifact stays valid: re-mark ArtifactInStorage and clear failures.
+pub fn keep_artifact(
+    status: &mut GitRepositoryStatus,
+    revision: &str,
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::mark_true(
+        conds,
+        ARTIFACT_IN_STORAGE,
+        SUCCEEDED_REASON,
+        &stored_message(revision),
+        Some(generation),
+        now,
+    );
+    for t in [
+        FETCH_FAILED,
+        STORAGE_OPERATION_FAILED,
+        INCLUDE_UNAVAILABLE,
+        ARTIFACT_OUTDATED,
+    ] {
+        cond::delete(conds, t);
+    }
+}
+
+/// A new artifact is stored: set it and the observed fields.
+pub fn artifact_stored(
+    status: &mut GitRepositoryStatus,
+    spec: &GitRepositorySpec,
+    artifact: ApiArtifact,
+    included: Vec<ApiArtifact>,
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    let revision = artifact.revision.clone();
+    status.artifact = Some(artifact);
+    status.included_artifacts = (!included.is_empty()).then_some(included);
+    status.observed_ignore = spec.ignore.clone();
+    status.observed_recurse_submodules = spec.recurse_submodules;
+    status.observed_include = spec.include.clone();
+    status.observed_sparse_checkout = spec.sparse_checkout.clone();
+    keep_artifact(status, &revision, generation, now);
+}
+
+/// Records a failed stage (the other failure conditions are cleared: one failure at a time).
+pub fn record_failure(
+    status: &mut GitRepositoryStatus,
+    err: &StageError,
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    for t in [FETCH_FAILED, STORAGE_OPERATION_FAILED, INCLUDE_UNAVAILABLE] {
+        if t != err.condition {
+            cond::delete(conds, t);
+        }
+    }
+    if err.condition == SOURCE_VERIFIED {
+        cond::mark_false(
+            conds,
+            SOURCE_VERIFIED,
+            err.reason,
+            &err.message,
+            Some(generation),
+            now,
+        );
+    } else {
+        cond::mark_true(
+            conds,
+            err.condition,
+            err.reason,
+            &err.message,
+            Some(generation),
+            now,
+        );
+    }
+}
+
+/// End of reconcile: summarise Ready (§1.8) and compute observedGeneration. `result` is `Ok` for
+/// success (including no-op), the stage error otherwise.
+pub fn finish(
+    status: &mut GitRepositoryStatus,
+    result: Result<(), &StageError>,
+    generation: i64,
+    requested_at: Option<&str>,
+    now: jiff::Timestamp,
+) {
+    if let Some(r) = requested_at {
+        status.last_handled_reconcile_at = Some(r.to_string());
+    }
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    match result {
+        Ok(()) => {
+            cond::delete(conds, RECONCILING);
+            cond::delete(conds, STALLED);
+            cond::set_summary(conds, &GIT_REPOSITORY_SUMMARY, Some(generation), now);
+            if cond::is_true(conds, READY) {
+                status.observed_generation = Some(generation);
+            }
+        }
+        Err(e) if e.severity == Severity::Stalling => {
+            cond::mark_stalled(conds, e.reason, &e.message, Some(generation), now);
+            status.observed_generation = Some(generation);
+        }
+        Err(_) => {
+            cond::delete(conds, STALLED);
+            cond::set_summary(conds, &GIT_REPOSITORY_SUMMARY, Some(generation), now);
+            cond::finalize_status(conds, generation, now);
+        }
+    }
+}
+
+/// Conditions that, when cleared by a success, deserve a recovery event.
+pub fn had_failure(conditions: &[Condition]) -> bool {
+    [FETCH_FAILED, INCLUDE_UNAVAILABLE, STORAGE_OPERATION_FAILED]
+        .iter()
+        .any(|t| cond::is_true(conditions, t))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use rflux_common::runtime::conditions::{KStatus, kstatus};
+
+    fn now() -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn art(rev: &str) -> ApiArtifact {
+        to_api_artifact(
+            &StoredArtifact {
+                path: "gitrepository/ns/n/x.tar.gz".into(),
+                url: "http://h/gitrepository/ns/n/x.tar.gz".into(),
+                revision: rev.into(),
+                digest: "sha256:00".into(),
+                last_update_time: "2026-01-02T03:04:05Z".into(),
+                size: 10,
+            },
+            now(),
+        )
+    }
+
+    fn conds(st: &GitRepositoryStatus) -> &[Condition] {
+        st.conditions.as_deref().unwrap()
+    }
+
+    #[test]
+    fn first_success_is_ready_with_flux_messages() {
+        let spec = GitRepositorySpec::default();
+        let mut st = GitRepositoryStatus::default();
+        assert!(begin(&mut st, 1, now()));
+        assert_eq!(
+            cond::get_message(conds(&st), RECONCILING),
+            Some("processing object: new generation -1 -> 1")
+        );
+        assert!(cond::is_unknown(conds(&st), READY));
+        artifact_stored(&mut st, &spec, art("main@sha1:abc"), vec![], 1, now());
+        finish(&mut st, Ok(()), 1, Some("t1"), now());
+        let c = conds(&st);
+        assert!(cond::is_true(c, READY));
+        assert_eq!(cond::get_reason(c, READY), Some("Succeeded"));
+        assert_eq!(
+            cond::get_message(c, READY),
+            Some("stored artifact for revision 'main@sha1:abc'")
+        );
+        assert!(cond::get(c, RECONCILING).is_none());
+        assert_eq!(st.observed_generation, Some(1));
+        assert_eq!(st.last_handled_reconcile_at.as_deref(), Some("t1"));
+        assert_eq!(
+            kstatus(c, Some(1), st.observed_generation),
+            KStatus::Current
+        );
+    }
+
+    #[test]
+    fn fetch_failure_keeps_artifact_and_retries() {
+        let spec = GitRepositorySpec::default();
+        let mut st = GitRepositoryStatus::default();
+        begin(&mut st, 1, now());
+        artifact_stored(&mut st, &spec, art("main@sha1:abc"), vec![], 1, now());
+        finish(&mut st, Ok(()), 1, None, now());
+        begin(&mut st, 1, now());
+        let err = StageError::generic(
+            FETCH_FAILED,
+            GIT_OPERATION_FAILED,
+            "failed to checkout and determine revision: authentication failed".into(),
+        );
+        record_failure(&mut st, &err, 1, now());
+        finish(&mut st, Err(&err), 1, None, now());
+        let c = conds(&st);
+        assert!(cond::is_false(c, READY));
+        assert_eq!(cond::get_reason(c, READY), Some(GIT_OPERATION_FAILED));
+        assert_eq!(
+            cond::get_reason(c, RECONCILING),
+            Some(cond::PROGRESSING_WITH_RETRY_REASON)
+        );
+        assert!(cond::is_true(c, ARTIFACT_IN_STORAGE));
+        assert_eq!(st.artifact.as_ref().unwrap().revision, "main@sha1:abc");
+        // Recovery clears FetchFailed.
+        assert!(had_failure(c));
+        begin(&mut st, 1, now());
+        keep_artifact(&mut st, "main@sha1:abc", 1, now());
+        finish(&mut st, Ok(()), 1, None, now());
+        assert!(cond::get(conds(&st), FETCH_FAILED).is_none());
+        assert!(cond::is_true(conds(&st), READY));
+    }
+
+    #[test]
+    fn stalling_error_sets_stalled_and_observed_generation() {
+        let mut st = GitRepositoryStatus::default();
+        begin(&mut st, 3, now());
+        let err = StageError::stalling(FETCH_FAILED, URL_INVALID, "failed to parse url".into());
+        record_failure(&mut st, &err, 3, now());
+        finish(&mut st, Err(&err), 3, None, now());
+        let c = conds(&st);
+        assert!(cond::is_true(c, STALLED));
+        assert!(cond::is_false(c, READY));
+        assert_eq!(cond::get_reason(c, READY), Some(URL_INVALID));
+        assert_eq!(st.observed_generation, Some(3));
+        assert_eq!(kstatus(c, Some(3), Some(3)), KStatus::Failed);
+    }
+
+    #[test]
+    fn new_revision_marks_outdated_then_cleared() {
+        let spec = GitRepositorySpec::default();
+        let mut st = GitRepositoryStatus::default();
+        begin(&mut st, 1, now());
+        artifact_stored(&mut st, &spec, art("main@sha1:aaa"), vec![], 1, now());
+        finish(&mut st, Ok(()), 1, None, now());
+        begin(&mut st, 1, now());
+        new_revision(&mut st, "main@sha1:bbb", 1, now());
+        assert_eq!(
+            cond::get_message(conds(&st), RECONCILING),
+            Some("building artifact: new upstream revision 'main@sha1:bbb'")
+        );
+        assert!(cond::is_true(conds(&st), ARTIFACT_OUTDATED));
+        artifact_stored(&mut st, &spec, art("main@sha1:bbb"), vec![], 1, now());
+        assert!(cond::get(conds(&st), ARTIFACT_OUTDATED).is_none());
+    }
+
+    #[test]
+    fn up_to_date_depends_on_revision_and_observed_fields() {
+        let mut spec = GitRepositorySpec::default();
+        let mut st = GitRepositoryStatus::default();
+        begin(&mut st, 1, now());
+        artifact_stored(&mut st, &spec, art("main@sha1:aaa"), vec![], 1, now());
+        assert!(artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
+        assert!(!artifact_up_to_date(&spec, &st, "main@sha1:bbb", &[]));
+        spec.ignore = Some("*.md".into());
+        assert!(!artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
+        spec.ignore = None;
+        spec.sparse_checkout = Some(vec!["deploy".into()]);
+        assert!(!artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
+        spec.sparse_checkout = Some(vec![]);
+        assert!(artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
+        artifact_missing(&mut st, 1, now());
+        assert!(!artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
+    }
+
+    #[test]
+    fn event_message_truncates_subject() {
+        assert_eq!(
+            new_artifact_message("short\n\nbody"),
+            "stored artifact for commit 'short'"
+        );
+        let long = "x".repeat(60);
+        assert_eq!(
+            new_artifact_message(&long),
+            format!("stored artifact for commit '{}...'", "x".repeat(50))
+        );
+    }
+}
