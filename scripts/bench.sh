@@ -2,7 +2,7 @@
 # make bench: release builds, then each benchmark prints its table. Results: target/bench/*.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${CARGO_TARGET_DIR:-target}
+target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 mkdir -p "$target/bench"
 cargo build --release -p kustomize-controller
 export RFLUX_BUILD_BIN="$target/release/kustomize-controller"

@@ -482,6 +482,49 @@ async fn gitrepository_reconciler_end_to_end() {
     .unwrap();
     check_served(&inc, storage_addr, Some(expected.path())).await;
 
+    // An include that does not exist yet: IncludeUnavailable, then Ready once it has an
+    // artifact (requeued after --requeue-dependency, no watch on includes).
+    create_gitrepo(
+        &api,
+        "include-later",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "ref": {"tag": "v1.0.0"},
+            "include": [{"repository": {"name": "later"}, "fromPath": "deploy", "toPath": "x/y"}],
+        }),
+    )
+    .await;
+    let waiting = wait_for(&api, "include-later", "IncludeUnavailable", |o| {
+        condition(o, "IncludeUnavailable").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let iu = condition(&waiting, "IncludeUnavailable").unwrap();
+    assert_eq!(iu.reason, "NotFound");
+    assert!(
+        iu.message
+            .starts_with("could not get resource for include 'later'"),
+        "{}",
+        iu.message
+    );
+    create_gitrepo(
+        &api,
+        "later",
+        json!({"url": git.http_url(repo.name()), "interval": "1h", "ref": {"commit": first}}),
+    )
+    .await;
+    let included = wait_for(&api, "include-later", "ready after include appeared", |o| {
+        ready_with(o, &format!("v1.0.0@sha1:{first}"))
+    })
+    .await;
+    assert!(condition(&included, "IncludeUnavailable").is_none());
+    let expected = tempfile::tempdir().unwrap();
+    for f in ["deploy/cm.yaml", "x/y/cm.yaml"] {
+        let dst = expected.path().join(f);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(tree_second.path().join("deploy/cm.yaml"), dst).unwrap();
+    }
+    check_served(&included, storage_addr, Some(expected.path())).await;
+
     // A sparse directory that does not exist fails the fetch.
     create_gitrepo(
         &api,
@@ -697,6 +740,50 @@ async fn gitrepository_reconciler_end_to_end() {
             .unwrap()
             .digest
     );
+
+    // A corrupted artifact fails verification and is rebuilt with the same content; garbage
+    // collection (TTL 1s here) leaves only the current artifact.
+    let current = same.status.as_ref().unwrap().artifact.clone().unwrap();
+    let local = storage_dir.path().join(&current.path);
+    std::fs::write(&local, b"corrupted").unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    request_reconcile(&api, "https-basic", "corrupted").await;
+    let rebuilt = wait_for(&api, "https-basic", "rebuilt after corruption", |o| {
+        o.status
+            .as_ref()
+            .unwrap()
+            .last_handled_reconcile_at
+            .as_deref()
+            == Some("corrupted")
+            && condition(o, "Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(
+        rebuilt
+            .status
+            .as_ref()
+            .unwrap()
+            .artifact
+            .as_ref()
+            .unwrap()
+            .digest,
+        current.digest
+    );
+    check_served(&rebuilt, storage_addr, Some(tree_third.path())).await;
+    let list = events.list(&Default::default()).await.unwrap();
+    assert!(
+        list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("ArtifactVerificationFailed")
+                && e.involved_object.name.as_deref() == Some("https-basic")
+                && e.type_.as_deref() == Some("Warning")
+        }),
+        "no ArtifactVerificationFailed event"
+    );
+    let files: Vec<String> = std::fs::read_dir(local.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, vec![format!("{third}.tar.gz")], "garbage collection");
 
     // Deletion removes the storage directory and the finalizer.
     let obj_dir = storage_dir

@@ -1232,8 +1232,13 @@ pub async fn apply_all_with(
         }
         let mut applied = Vec::new();
         // Plans run concurrently (order kept); the writes then run one by one in order.
-        let plans: Vec<Result<Plan, ApplyErrorKind>> = futures::stream::iter(objs.iter())
+        // The futures are built before the stream (not in a `map` closure) so the caller's
+        // future stays provably `Send` (rustc cannot generalise the closure's lifetimes).
+        let futs: Vec<_> = objs
+            .iter()
             .map(|(id, desired)| plan_one(resolver, id, desired, opts))
+            .collect();
+        let plans: Vec<Result<Plan, ApplyErrorKind>> = futures::stream::iter(futs)
             .buffered(opts.concurrency.max(1))
             .collect()
             .await;

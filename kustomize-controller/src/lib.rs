@@ -7,4 +7,5 @@ pub mod health;
 pub mod inventory;
 pub mod kstatus;
 pub mod prune;
+pub mod reconcile;
 pub mod substitute;

@@ -6,13 +6,23 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
+use kustomize_controller::inventory::parse_custom_stage_kinds;
+use kustomize_controller::reconcile::{Context, reconcile};
+use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
+use rflux_common::runtime::client::load_config;
+use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, parse_feature_gates};
-use rflux_common::runtime::{KustomizeControllerFlags, Manager, RuntimeError, init_logging};
+use rflux_common::runtime::{
+    KustomizeControllerFlags, Manager, RuntimeError, init_logging, run_controller,
+};
 use rflux_kustomize::{BuildOptions, LoadRestrictor};
 
 const CONTROLLER_NAME: &str = "kustomize-controller";
+/// How long in-flight reconciles may run after a shutdown request.
 
 /// Flux-compatible kustomize-controller.
 #[derive(Debug, Parser)]
@@ -120,18 +130,55 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
         "starting {CONTROLLER_NAME}"
     );
     let (manager, tasks) = Manager::start(CONTROLLER_NAME, &flags.runtime).await?;
+    // The base configuration of the impersonating (service account) clients.
+    let config = load_config(flags.runtime.kubeconfig.as_ref()).await?;
+    let cache_dir = std::env::temp_dir().join("kustomize-controller-artifacts");
+    let mut fetch_opts = FetcherOptions::new(cache_dir).with_env_host_override();
+    fetch_opts.retries = flags.http_retry;
+    let fetcher = ArtifactFetcher::new(fetch_opts)
+        .map_err(|e| RuntimeError::Controller(format!("artifact fetcher: {e}")))?;
+    let strict = gates
+        .iter()
+        .any(|(name, on)| name == "StrictPostBuildSubstitutions" && *on);
     // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
     let controller_metrics = manager
         .metrics
         .register_controller("kustomization", flags.concurrent);
+    let concurrent = flags.concurrent;
     manager
-        .run(tasks, move |_mgr, stop| async move {
-            // The Kustomization reconciler plugs in here:
-            // `rflux_common::runtime::run_controller(_mgr.watch_api::<Kustomization>(), settings,
-            // controller_metrics, min/max retry delay, ctx, reconcile, stop).await`.
-            // Until then the controller serves health, metrics and the lease, and waits.
-            let _ = controller_metrics;
-            stop.cancelled().await;
+        .run(tasks, move |mgr, stop| async move {
+            let mut ctx = Context::new(mgr.client.clone(), config, mgr.recorder.clone(), fetcher);
+            ctx.jitter_percentage = mgr.flags.interval_jitter_percentage;
+            ctx.requeue_dependency = mgr.flags.requeue_dependency;
+            ctx.no_cross_namespace_refs = flags.no_cross_namespace_refs;
+            ctx.default_service_account = mgr.flags.default_service_account.clone();
+            ctx.strict_substitutions = strict;
+            ctx.override_managers = flags.override_manager.clone();
+            ctx.custom_stage_kinds = parse_custom_stage_kinds(
+                &flags
+                    .custom_apply_stage_kinds
+                    .split(',')
+                    .map(str::to_string)
+                    .collect::<Vec<_>>(),
+            );
+            let settings = ControllerSettings {
+                name: "kustomization".into(),
+                group: KUSTOMIZE_GROUP.into(),
+                kind: KUSTOMIZATION_KIND.into(),
+                concurrency: concurrent,
+                label_selector: mgr.flags.watch_label_selector.clone(),
+            };
+            run_controller(
+                mgr.watch_api::<Kustomization>(),
+                settings,
+                controller_metrics,
+                mgr.flags.min_retry_delay,
+                mgr.flags.max_retry_delay,
+                Arc::new(ctx),
+                reconcile,
+                stop.clone(),
+            )
+            .await;
             Ok(())
         })
         .await

@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use rflux_common::api::gitrepository::GitRepository;
@@ -22,7 +21,6 @@ use source_controller::artifact::{
 use source_controller::gitrepository::{CONTROLLER_NAME, Context, reconcile};
 
 /// How long in-flight reconciles may run after a shutdown request.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Flux-compatible source-controller.
 #[derive(Debug, Parser)]
@@ -175,7 +173,7 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                 concurrency: concurrent,
                 label_selector: mgr.flags.watch_label_selector.clone(),
             };
-            let ctrl = run_controller(
+            run_controller(
                 mgr.watch_api::<GitRepository>(),
                 settings,
                 controller_metrics,
@@ -184,21 +182,8 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                 ctx,
                 reconcile,
                 stop.clone(),
-            );
-            tokio::pin!(ctrl);
-            tokio::select! {
-                () = &mut ctrl => {}
-                () = stop.cancelled() => {
-                    // kube's runner never finishes while its cache has not synced (e.g. the
-                    // initial list keeps failing); bound the drain of in-flight reconciles.
-                    if tokio::time::timeout(SHUTDOWN_GRACE, &mut ctrl).await.is_err() {
-                        tracing::warn!(
-                            grace = ?SHUTDOWN_GRACE,
-                            "controller did not drain in time; stopping anyway"
-                        );
-                    }
-                }
-            }
+            )
+            .await;
             stop.cancel();
             if let Some(h) = server {
                 match h.await {

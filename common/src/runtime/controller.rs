@@ -73,7 +73,7 @@ pub fn result_label<E>(res: &Result<Action, E>) -> ReconcileResult {
     }
 }
 
-/// Runs the controller until `shutdown` fires (in-flight reconciles finish first).
+/// Runs the controller until `shutdown` fires; in-flight reconciles then get [`SHUTDOWN_DRAIN_GRACE`] to finish.
 ///
 /// `reconcile(obj, ctx)` returns the next [`Action`] (use
 /// [`jittered`](super::jitter::jittered) for the success interval) or an error, which is retried
@@ -114,7 +114,7 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
     });
     let reconcile = Arc::new(reconcile);
     let shutdown_fut = shutdown.clone().cancelled_owned();
-    Controller::for_stream(stream, reader)
+    let run = Controller::for_stream(stream, reader)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown_fut)
         .run(
@@ -163,9 +163,25 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
             if let Err(e) = res {
                 tracing::debug!(error = %e, "controller event");
             }
-        })
-        .await;
+        });
+    tokio::pin!(run);
+    tokio::select! {
+        () = &mut run => {}
+        () = shutdown.cancelled() => {
+            // kube's runner never finishes while its cache has not synced (for example while the
+            // initial list keeps failing), so the drain of in-flight reconciles is bounded.
+            if tokio::time::timeout(SHUTDOWN_DRAIN_GRACE, &mut run).await.is_err() {
+                tracing::warn!(
+                    grace = ?SHUTDOWN_DRAIN_GRACE,
+                    "controller did not drain in time; stopping anyway"
+                );
+            }
+        }
+    }
 }
+
+/// How long in-flight reconciles may take to finish after a shutdown signal.
+pub const SHUTDOWN_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Success: requeue after `interval` with `±jitter_percentage%` jitter (Flux's success path).
 pub fn requeue_success(interval: std::time::Duration, jitter_percentage: u8) -> Action {

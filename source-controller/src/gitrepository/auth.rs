@@ -27,6 +27,37 @@ pub enum AuthError {
     GithubAppData,
     #[error("invalid proxy secret: 'address' is required")]
     ProxyNoAddress,
+    #[error("the SSH private key ('identity') is encrypted but the secret has no 'password'")]
+    EncryptedKeyWithoutPassword,
+}
+
+/// Whether a private key (OpenSSH or legacy PEM) is passphrase-protected.
+pub fn ssh_key_is_encrypted(pem: &str) -> bool {
+    use base64::Engine as _;
+    if pem.contains("Proc-Type: 4,ENCRYPTED") || pem.contains("BEGIN ENCRYPTED PRIVATE KEY") {
+        return true;
+    }
+    let Some(start) = pem.find("-----BEGIN OPENSSH PRIVATE KEY-----") else {
+        return false;
+    };
+    let body: String = pem[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END"))
+        .map(str::trim)
+        .collect();
+    let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(body) else {
+        return false;
+    };
+    const MAGIC: &[u8] = b"openssh-key-v1\0";
+    let Some(rest) = raw.strip_prefix(MAGIC) else {
+        return false;
+    };
+    let Some(len_bytes) = rest.get(..4) else {
+        return false;
+    };
+    let len = u32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize;
+    rest.get(4..4 + len).is_some_and(|cipher| cipher != b"none")
 }
 
 fn text(data: &SecretData, key: &str) -> Result<Option<String>, AuthError> {
@@ -73,9 +104,13 @@ pub fn auth_from_secret(
         let (Some(identity), Some(known_hosts)) = (identity, known_hosts) else {
             return Err(AuthError::SshIncomplete(url_redacted(url)));
         };
+        let passphrase = non_empty(text(data, "password")?);
+        if passphrase.is_none() && ssh_key_is_encrypted(&identity) {
+            return Err(AuthError::EncryptedKeyWithoutPassword);
+        }
         let auth = Auth::Ssh(SshAuth {
             private_key_pem: identity,
-            passphrase: non_empty(text(data, "password")?),
+            passphrase,
             known_hosts,
             user: None,
         });
@@ -255,6 +290,45 @@ mod tests {
             auth_from_secret("ssh://git@h/r", Some(&data(&[("identity", "KEY")]))),
             Err(AuthError::SshIncomplete(_))
         ));
+    }
+
+    fn openssh_key(cipher: &str) -> String {
+        use base64::Engine as _;
+        let mut raw = b"openssh-key-v1\0".to_vec();
+        raw.extend_from_slice(&(cipher.len() as u32).to_be_bytes());
+        raw.extend_from_slice(cipher.as_bytes());
+        raw.extend_from_slice(&[0, 0, 0, 0]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(raw);
+        format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{b64}\n-----END OPENSSH PRIVATE KEY-----\n")
+    }
+
+    #[test]
+    fn encrypted_ssh_key_needs_password() {
+        assert!(ssh_key_is_encrypted(&openssh_key("aes256-ctr")));
+        assert!(!ssh_key_is_encrypted(&openssh_key("none")));
+        assert!(ssh_key_is_encrypted(
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n..."
+        ));
+        assert!(!ssh_key_is_encrypted("garbage"));
+        let enc = openssh_key("aes256-ctr");
+        assert_eq!(
+            auth_from_secret(
+                "ssh://git@h/r",
+                Some(&data(&[("identity", &enc), ("known_hosts", "h k")]))
+            ),
+            Err(AuthError::EncryptedKeyWithoutPassword)
+        );
+        assert!(
+            auth_from_secret(
+                "ssh://git@h/r",
+                Some(&data(&[
+                    ("identity", &enc),
+                    ("known_hosts", "h k"),
+                    ("password", "p")
+                ]))
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -1,0 +1,587 @@
+//! The Kustomization reconcile pipeline on the real control plane, without source-controller:
+//! artifacts are packaged with `package_to_file`, served on loopback, and published by patching
+//! a GitRepository's status by hand. The reconciler runs in-process (`reconcile` called
+//! directly, so every step is deterministic).
+//!
+//! One test walks through: first apply (Ready, lastAppliedRevision, inventory, events), a new
+//! revision (change + prune), a build failure (BuildFailed, nothing changed), dependsOn ordering,
+//! service-account impersonation (denied without RBAC, allowed once granted) and deletion
+//! (finalizer garbage collection).
+//!
+//! It holds `<e2e state>/crds.lock` so the CRD compatibility test cannot swap CRDs meanwhile.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
+use kustomize_controller::reconcile::{Context, reconcile};
+use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::api::kustomization::Kustomization;
+use rflux_common::runtime::conditions;
+use rflux_common::runtime::controller::{ControllerSettings, run_controller};
+use rflux_common::runtime::metrics::Metrics;
+use rflux_common::runtime::{CancellationToken, EventRecorder};
+use rflux_e2e::{ControlPlane, lock_file, repo_root, state_root};
+use serde_json::{Value, json};
+use source_controller::artifact::{package_to_file, serve_listener};
+
+/// Installs our CRD `name` from `manifests/crds/<file>` when absent; waits until established.
+async fn ensure_crd(client: &Client, name: &str, file: &str) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt(name).await?.is_none() {
+        let text = std::fs::read_to_string(repo_root().join("manifests/crds").join(file))?;
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).map_err(|e| anyhow!("parsing CRD {file}: {e}"))?;
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let crd = crds.get(name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("CRD {name} not established");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Serves packaged artifacts and publishes them on GitRepositories.
+struct Publisher {
+    storage: tempfile::TempDir,
+    addr: std::net::SocketAddr,
+    client: Client,
+    ns: String,
+}
+
+impl Publisher {
+    /// Writes `files` into a fresh directory, packages it, and sets it as `repo`'s artifact at
+    /// revision `main@sha1:<commit>`. Returns the revision.
+    async fn publish(&self, repo: &str, commit: u32, files: &[(&str, &str)]) -> String {
+        let src = tempfile::tempdir().unwrap();
+        for (path, content) in files {
+            let p = src.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, content).unwrap();
+        }
+        let file = format!("{repo}-{commit}.tar.gz");
+        let digest = package_to_file(src.path(), &self.storage.path().join(&file), None).unwrap();
+        let size = std::fs::metadata(self.storage.path().join(&file))
+            .unwrap()
+            .len();
+        let revision = format!("main@sha1:{commit:040x}");
+        let api: Api<GitRepository> = Api::namespaced(self.client.clone(), &self.ns);
+        if api.get_opt(repo).await.unwrap().is_none() {
+            let obj: GitRepository = serde_json::from_value(json!({
+                "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                "metadata": {"name": repo, "namespace": self.ns},
+                "spec": {"url": "https://git.invalid/repo.git", "interval": "10m",
+                         "ref": {"branch": "main"}}
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &obj).await.unwrap();
+        }
+        let status = json!({"status": {
+            "observedGeneration": 1,
+            "artifact": {
+                "path": format!("gitrepository/{}/{repo}/{file}", self.ns),
+                "url": format!("http://{}/{file}", self.addr),
+                "revision": revision,
+                "digest": digest,
+                "lastUpdateTime": "2026-01-01T00:00:00Z",
+                "size": size,
+            },
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "Succeeded",
+                "message": format!("stored artifact for revision '{revision}'"),
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1
+            }]
+        }});
+        api.patch_status(repo, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+        revision
+    }
+}
+
+fn kustomization(ns: &str, name: &str, repo: &str, path: &str, extra: Value) -> Kustomization {
+    let mut spec = json!({
+        "interval": "10m", "retryInterval": "1m", "timeout": "30s", "prune": true, "path": path,
+        "targetNamespace": ns,
+        "sourceRef": {"kind": "GitRepository", "name": repo}
+    });
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec
+    }))
+    .unwrap()
+}
+
+/// Reads the object fresh and runs one reconcile; returns the object afterwards.
+async fn run_once(api: &Api<Kustomization>, ctx: &Arc<Context>, name: &str) -> Kustomization {
+    let obj = api.get(name).await.unwrap();
+    reconcile(Arc::new(obj), ctx.clone()).await.unwrap();
+    api.get(name).await.unwrap()
+}
+
+fn ready(ks: &Kustomization) -> (String, String, String) {
+    let conds = ks
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let c = conditions::get(&conds, "Ready")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Ready condition on {}: {conds:?}", ks.name_any()));
+    (c.status, c.reason, c.message)
+}
+
+fn cm_file(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n"
+    )
+}
+
+async fn cm_value(cms: &Api<ConfigMap>, name: &str) -> Option<String> {
+    cms.get_opt(name)
+        .await
+        .unwrap()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("value").cloned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomization_reconcile_pipeline() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    let lock_path = state_root().join("crds.lock");
+    let _lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
+        .await
+        .unwrap()
+        .unwrap();
+    ensure_crd(
+        &client,
+        "gitrepositories.source.toolkit.fluxcd.io",
+        "gitrepositories.yaml",
+    )
+    .await
+    .unwrap();
+    ensure_crd(
+        &client,
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "kustomizations.yaml",
+    )
+    .await
+    .unwrap();
+    let ns = cp.create_namespace("ksrec").await.unwrap();
+
+    // Artifact server on loopback.
+    let storage = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(serve_listener(storage.path().to_path_buf(), listener, {
+        let stop = stop.clone();
+        async move { stop.cancelled().await }
+    }));
+    let publisher = Publisher {
+        storage,
+        addr,
+        client: client.clone(),
+        ns: ns.clone(),
+    };
+
+    let cache = tempfile::tempdir().unwrap();
+    let mut fopts = FetcherOptions::new(cache.path());
+    fopts.retries = 1;
+    fopts.retry_wait_min = Duration::from_millis(100);
+    fopts.retry_wait_max = Duration::from_millis(200);
+    let mut ctx = Context::new(
+        client.clone(),
+        cp.config().await.unwrap(),
+        EventRecorder::new(client.clone(), "kustomize-controller", "e2e"),
+        ArtifactFetcher::new(fopts).unwrap(),
+    );
+    ctx.requeue_dependency = Duration::from_secs(2);
+    let ctx = Arc::new(ctx);
+    let ks_api: Api<Kustomization> = Api::namespaced(client.clone(), &ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    // 1. First revision: two ConfigMaps, applied and Ready.
+    let kfile = "resources:\n- a.yaml\n- b.yaml\n";
+    let rev1 = publisher
+        .publish(
+            "repo",
+            1,
+            &[
+                ("deploy/kustomization.yaml", kfile),
+                ("deploy/a.yaml", &cm_file("cm-a", "one")),
+                ("deploy/b.yaml", &cm_file("cm-b", "one")),
+            ],
+        )
+        .await;
+    ks_api
+        .create(
+            &PostParams::default(),
+            &kustomization(&ns, "app", "repo", "./deploy", json!({})),
+        )
+        .await
+        .unwrap();
+    let app = run_once(&ks_api, &ctx, "app").await;
+    let (st, reason, msg) = ready(&app);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("True", "ReconciliationSucceeded"),
+        "{msg}"
+    );
+    assert_eq!(msg, format!("Applied revision: {rev1}"));
+    let status = app.status.clone().unwrap();
+    assert_eq!(status.last_applied_revision.as_deref(), Some(rev1.as_str()));
+    assert_eq!(
+        status.last_attempted_revision.as_deref(),
+        Some(rev1.as_str())
+    );
+    assert_eq!(status.observed_generation, app.metadata.generation);
+    assert_eq!(status.inventory.as_ref().unwrap().entries.len(), 2);
+    assert_eq!(status.history.as_ref().unwrap().len(), 1);
+    assert!(app.finalizers().iter().any(|f| f == "finalizers.fluxcd.io"));
+    assert_eq!(cm_value(&cms, "cm-a").await.as_deref(), Some("one"));
+    assert_eq!(cm_value(&cms, "cm-b").await.as_deref(), Some("one"));
+    let labels = cms.get("cm-a").await.unwrap().metadata.labels.unwrap();
+    assert_eq!(
+        labels
+            .get("kustomize.toolkit.fluxcd.io/name")
+            .map(String::as_str),
+        Some("app")
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let evs = events
+        .list(&ListParams::default().fields("involvedObject.name=app"))
+        .await
+        .unwrap();
+    assert!(
+        evs.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ReconciliationSucceeded")),
+        "no ReconciliationSucceeded event: {:?}",
+        evs.items.iter().map(|e| &e.reason).collect::<Vec<_>>()
+    );
+
+    // 2. New revision: cm-a changes, cm-b is removed and pruned.
+    let rev2 = publisher
+        .publish(
+            "repo",
+            2,
+            &[
+                ("deploy/kustomization.yaml", "resources:\n- a.yaml\n"),
+                ("deploy/a.yaml", &cm_file("cm-a", "two")),
+            ],
+        )
+        .await;
+    let app = run_once(&ks_api, &ctx, "app").await;
+    let (st, reason, msg) = ready(&app);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("True", "ReconciliationSucceeded"),
+        "{msg}"
+    );
+    assert_eq!(
+        app.status
+            .as_ref()
+            .unwrap()
+            .last_applied_revision
+            .as_deref(),
+        Some(rev2.as_str())
+    );
+    assert_eq!(
+        app.status
+            .as_ref()
+            .unwrap()
+            .inventory
+            .as_ref()
+            .unwrap()
+            .entries
+            .len(),
+        1
+    );
+    assert_eq!(cm_value(&cms, "cm-a").await.as_deref(), Some("two"));
+    assert_eq!(cm_value(&cms, "cm-b").await, None, "cm-b was not pruned");
+
+    // 3. A broken revision: BuildFailed, nothing changes.
+    let rev3 = publisher
+        .publish(
+            "repo",
+            3,
+            &[
+                (
+                    "deploy/kustomization.yaml",
+                    "resources:\n- a.yaml\n- missing.yaml\n",
+                ),
+                ("deploy/a.yaml", &cm_file("cm-a", "three")),
+            ],
+        )
+        .await;
+    let app = run_once(&ks_api, &ctx, "app").await;
+    let (st, reason, msg) = ready(&app);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "BuildFailed"),
+        "{msg}"
+    );
+    let status = app.status.clone().unwrap();
+    assert_eq!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
+    assert_eq!(
+        status.last_attempted_revision.as_deref(),
+        Some(rev3.as_str())
+    );
+    assert_eq!(cm_value(&cms, "cm-a").await.as_deref(), Some("two"));
+    let conds = status.conditions.unwrap();
+    assert_eq!(
+        conditions::get_reason(&conds, "Reconciling"),
+        Some("ProgressingWithRetry")
+    );
+
+    // 4. dependsOn: B waits for A.
+    let files2 = [
+        ("a/cm.yaml", cm_file("dep-a", "a")),
+        ("b/cm.yaml", cm_file("dep-b", "b")),
+        ("sa/cm.yaml", cm_file("by-sa", "sa")),
+    ];
+    let files2: Vec<(&str, &str)> = files2.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    let rev_other = publisher.publish("other", 7, &files2).await;
+    ks_api
+        .create(
+            &PostParams::default(),
+            &kustomization(&ns, "ks-a", "other", "./a", json!({})),
+        )
+        .await
+        .unwrap();
+    ks_api
+        .create(
+            &PostParams::default(),
+            &kustomization(
+                &ns,
+                "ks-b",
+                "other",
+                "./b",
+                json!({"dependsOn": [{"name": "ks-a"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let b = run_once(&ks_api, &ctx, "ks-b").await;
+    let (st, reason, msg) = ready(&b);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "DependencyNotReady"),
+        "{msg}"
+    );
+    assert!(msg.contains("ks-a"), "{msg}");
+    assert_eq!(cm_value(&cms, "dep-b").await, None);
+    let a = run_once(&ks_api, &ctx, "ks-a").await;
+    assert_eq!(ready(&a).0, "True", "{}", ready(&a).2);
+    let b = run_once(&ks_api, &ctx, "ks-b").await;
+    let (st, _, msg) = ready(&b);
+    assert_eq!(st, "True", "{msg}");
+    assert_eq!(
+        b.status.as_ref().unwrap().last_applied_revision.as_deref(),
+        Some(rev_other.as_str())
+    );
+    assert_eq!(cm_value(&cms, "dep-b").await.as_deref(), Some("b"));
+
+    // 5. Impersonation: a ServiceAccount without RBAC is denied; allowed once granted.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "deployer"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    ks_api
+        .create(
+            &PostParams::default(),
+            &kustomization(
+                &ns,
+                "ks-sa",
+                "other",
+                "./sa",
+                json!({"serviceAccountName": "deployer"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let sa = run_once(&ks_api, &ctx, "ks-sa").await;
+    let (st, reason, msg) = ready(&sa);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "ReconciliationFailed"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("forbidden") && msg.contains("system:serviceaccount:"),
+        "unclear denial: {msg}"
+    );
+    assert_eq!(cm_value(&cms, "by-sa").await, None);
+    let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "deployer"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "deployer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "deployer"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns}]
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // RBAC changes reach the authorizer's cache asynchronously: allow a few tries.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let sa = run_once(&ks_api, &ctx, "ks-sa").await;
+        let (st, _, msg) = ready(&sa);
+        if st == "True" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still denied after the RoleBinding: {msg}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(cm_value(&cms, "by-sa").await.as_deref(), Some("sa"));
+
+    // 6. Deletion: the finalizer garbage-collects the inventory (prune: true).
+    ks_api
+        .delete("app", &DeleteParams::default())
+        .await
+        .unwrap();
+    let app = ks_api.get("app").await.unwrap();
+    assert!(app.metadata.deletion_timestamp.is_some());
+    reconcile(Arc::new(app), ctx.clone()).await.unwrap();
+    assert_eq!(
+        cm_value(&cms, "cm-a").await,
+        None,
+        "cm-a not garbage-collected"
+    );
+    assert!(ks_api.get_opt("app").await.unwrap().is_none());
+
+    // Cleanup.
+    for name in ["ks-a", "ks-b", "ks-sa"] {
+        ks_api.delete(name, &DeleteParams::default()).await.unwrap();
+        let obj = ks_api.get(name).await.unwrap();
+        reconcile(Arc::new(obj), ctx.clone()).await.unwrap();
+    }
+    // 7. The same pipeline under the controller runner (as main.rs wires it), with
+    // `wait: true`: Ready and Healthy without calling `reconcile` by hand; deletion through
+    // the finalizer.
+    let rev_run = publisher
+        .publish("runner", 9, &[("run/cm.yaml", &cm_file("by-runner", "r"))])
+        .await;
+    ks_api
+        .create(
+            &PostParams::default(),
+            &kustomization(&ns, "ks-run", "runner", "./run", json!({"wait": true})),
+        )
+        .await
+        .unwrap();
+    let metrics = Metrics::new().unwrap();
+    let runner_stop = CancellationToken::new();
+    let runner = tokio::spawn(run_controller(
+        ks_api.clone(),
+        ControllerSettings {
+            name: "kustomization".into(),
+            group: "kustomize.toolkit.fluxcd.io".into(),
+            kind: "Kustomization".into(),
+            concurrency: 2,
+            label_selector: String::new(),
+        },
+        metrics.register_controller("kustomization", 2),
+        Duration::from_millis(500),
+        Duration::from_secs(5),
+        ctx.clone(),
+        reconcile,
+        runner_stop.clone(),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        let k = ks_api.get("ks-run").await.unwrap();
+        let conds = k
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        if conditions::is_ready(&conds) {
+            break k;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ks-run not Ready under the runner: {conds:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let status = run.status.clone().unwrap();
+    assert_eq!(
+        status.last_applied_revision.as_deref(),
+        Some(rev_run.as_str())
+    );
+    let conds = status.conditions.unwrap();
+    assert_eq!(conditions::get_reason(&conds, "Healthy"), Some("Succeeded"));
+    assert!(conditions::get(&conds, "Reconciling").is_none());
+    assert_eq!(cm_value(&cms, "by-runner").await.as_deref(), Some("r"));
+    ks_api
+        .delete("ks-run", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ks_api.get_opt("ks-run").await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "ks-run not finalized by the runner"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(cm_value(&cms, "by-runner").await, None);
+    runner_stop.cancel();
+    tokio::time::timeout(Duration::from_secs(30), runner)
+        .await
+        .unwrap()
+        .unwrap();
+
+    stop.cancel();
+    server.await.unwrap().unwrap();
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = nss.delete(&ns, &DeleteParams::default()).await;
+}

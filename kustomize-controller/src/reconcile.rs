@@ -1,0 +1,1092 @@
+//! The Kustomization reconcile pipeline: the tested stages joined in Flux's order.
+//!
+//! `reconcile` handles deletion (finalizer + garbage collection) and suspension, then runs
+//! [`Pipeline::run`]: source → dependsOn → fetch → build → substitute → apply → prune → health.
+//! Every stage failure becomes a Flux reason on the `Ready` condition (and a warning event);
+//! the status is written with a merge patch to the status subresource.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Client, Config, Resource, ResourceExt};
+use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::api::kustomization::{
+    Kustomization, KustomizationSpec, KustomizationStatus, ResourceInventory, Snapshot,
+};
+use rflux_common::api::meta::{Artifact, SourceKind};
+use rflux_common::runtime::conditions::{
+    self as cond, HEALTHY, PROGRESSING_REASON, PROGRESSING_WITH_RETRY_REASON, READY,
+    RECONCILIATION_FAILED_REASON, RECONCILIATION_SUCCEEDED_REASON, RECONCILING, SUCCEEDED_REASON,
+};
+use rflux_common::runtime::controller::{no_requeue, requeue_dependency, requeue_success};
+use rflux_common::runtime::finalizers::{FLUX_FINALIZER, add_finalizer, remove_finalizer};
+use rflux_common::runtime::{EventRecorder, EventType, format_go_duration, parse_go_duration};
+use rflux_kustomize::FluxOverrides;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::apply::{
+    ApplyOptions, ChangeSet, Owner, Resolver, apply_all_with, compile_ignore_rules,
+};
+use crate::fetch::ArtifactFetcher;
+use crate::health::{wait_for_with, wait_targets};
+use crate::inventory::{self, ObjectRef, split_api_version};
+use crate::prune::{finalize, finalize_action, prune};
+use crate::substitute::post_build;
+
+/// Controller name (event source, field manager owner).
+pub const CONTROLLER_NAME: &str = "kustomize-controller";
+/// Flux reasons (kustomize-controller's API package).
+pub const ARTIFACT_FAILED_REASON: &str = "ArtifactFailed";
+/// `kustomize build` or post-build substitution failed.
+pub const BUILD_FAILED_REASON: &str = "BuildFailed";
+/// A health check failed.
+pub const HEALTH_CHECK_FAILED_REASON: &str = "HealthCheckFailed";
+/// A dependency is not ready.
+pub const DEPENDENCY_NOT_READY_REASON: &str = "DependencyNotReady";
+/// Garbage collection failed.
+pub const PRUNE_FAILED_REASON: &str = "PruneFailed";
+/// A cross-namespace reference is forbidden.
+pub const ACCESS_DENIED_REASON: &str = "AccessDenied";
+/// The event annotation that carries the revision.
+pub const REVISION_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/revision";
+/// Artifact metadata key for the origin revision.
+const ORIGIN_REVISION_KEY: &str = "org.opencontainers.image.revision";
+/// How many history snapshots are kept (Flux keeps 5).
+const HISTORY_LIMIT: usize = 5;
+
+/// What the reconciler needs besides the object.
+pub struct Context {
+    /// The controller's own client (reads sources, dependencies, writes status).
+    pub client: Client,
+    /// The controller's client configuration, the base of impersonating clients.
+    pub config: Config,
+    /// Event recorder.
+    pub recorder: EventRecorder,
+    /// Artifact fetcher (with its cache).
+    pub fetcher: ArtifactFetcher,
+    /// `--interval-jitter-percentage`.
+    pub jitter_percentage: u8,
+    /// `--requeue-dependency`.
+    pub requeue_dependency: Duration,
+    /// `--no-cross-namespace-refs`.
+    pub no_cross_namespace_refs: bool,
+    /// `--default-service-account` (empty: the controller's own identity).
+    pub default_service_account: String,
+    /// `StrictPostBuildSubstitutions` feature gate.
+    pub strict_substitutions: bool,
+    /// `--override-manager`.
+    pub override_managers: Vec<String>,
+    /// `--custom-apply-stage-kinds`, parsed.
+    pub custom_stage_kinds: Vec<(String, String)>,
+    /// Impersonating clients, by user name.
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+impl Context {
+    /// A context with the given parts and Flux's defaults for the rest.
+    pub fn new(
+        client: Client,
+        config: Config,
+        recorder: EventRecorder,
+        fetcher: ArtifactFetcher,
+    ) -> Self {
+        Context {
+            client,
+            config,
+            recorder,
+            fetcher,
+            jitter_percentage: 5,
+            requeue_dependency: Duration::from_secs(30),
+            no_cross_namespace_refs: false,
+            default_service_account: String::new(),
+            strict_substitutions: false,
+            override_managers: Vec::new(),
+            custom_stage_kinds: Vec::new(),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The client that applies for `ks`: impersonating its service account (or the default
+    /// one), else the controller's own client.
+    fn apply_client(&self, ks: &Kustomization) -> Result<Client, kube::Error> {
+        let Some(user) = impersonation_user(
+            &ks.namespace().unwrap_or_default(),
+            ks.spec.service_account_name.as_deref(),
+            &self.default_service_account,
+        ) else {
+            return Ok(self.client.clone());
+        };
+        let mut cache = match self.clients.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(c) = cache.get(&user) {
+            return Ok(c.clone());
+        }
+        let mut cfg = self.config.clone();
+        cfg.auth_info.impersonate = Some(user.clone());
+        let client = Client::try_from(cfg)?;
+        cache.insert(user, client.clone());
+        Ok(client)
+    }
+}
+
+/// Errors that make the runner retry with backoff (stage failures are reported in the status
+/// and requeued instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Writing the status, finalizers or reading the object failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The object has no namespace.
+    #[error("Kustomization has no namespace")]
+    NoNamespace,
+    /// Garbage collection on deletion failed (the finalizer is kept).
+    #[error("finalizer: {0}")]
+    Finalize(String),
+}
+
+/// `system:serviceaccount:<ns>:<sa>` for the spec's (or the default) service account.
+pub fn impersonation_user(
+    namespace: &str,
+    spec_sa: Option<&str>,
+    default_sa: &str,
+) -> Option<String> {
+    let sa = spec_sa.filter(|s| !s.is_empty()).unwrap_or(default_sa);
+    (!sa.is_empty()).then(|| format!("system:serviceaccount:{namespace}:{sa}"))
+}
+
+/// The build overrides from the spec.
+pub fn overrides_from_spec(spec: &KustomizationSpec) -> FluxOverrides {
+    let meta = spec.common_metadata.clone().unwrap_or_default();
+    let pairs = |m: Option<BTreeMap<String, String>>| m.unwrap_or_default().into_iter().collect();
+    FluxOverrides {
+        target_namespace: spec.target_namespace.clone().filter(|s| !s.is_empty()),
+        name_prefix: spec.name_prefix.clone().filter(|s| !s.is_empty()),
+        name_suffix: spec.name_suffix.clone().filter(|s| !s.is_empty()),
+        common_labels: pairs(meta.labels),
+        common_annotations: pairs(meta.annotations),
+        patches: spec
+            .patches
+            .iter()
+            .flatten()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect(),
+        images: spec
+            .images
+            .iter()
+            .flatten()
+            .filter_map(|i| serde_json::to_value(i).ok())
+            .collect(),
+        components: spec.components.clone().unwrap_or_default(),
+        ignore_missing_components: spec.ignore_missing_components.unwrap_or(false),
+        build_metadata: spec
+            .build_metadata
+            .iter()
+            .flatten()
+            .filter_map(|b| serde_json::to_value(b).ok())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+    }
+}
+
+/// Spec fields this pipeline does not act on (yet); each is reported, never silently ignored.
+pub fn unsupported_fields(spec: &KustomizationSpec) -> (Vec<&'static str>, Vec<&'static str>) {
+    // Refused: acting without them would apply the wrong thing or to the wrong cluster.
+    let mut refused = Vec::new();
+    // Warned: the reconcile is still correct without them, only less strict.
+    let mut warned = Vec::new();
+    for f in spec.set_fields() {
+        match f {
+            "decryption" | "kubeConfig" => refused.push(f),
+            "healthCheckExprs" => warned.push(f),
+            _ => {}
+        }
+    }
+    if spec
+        .depends_on
+        .iter()
+        .flatten()
+        .any(|d| d.ready_expr.is_some())
+    {
+        warned.push("dependsOn[].readyExpr");
+    }
+    (refused, warned)
+}
+
+/// The objects named in `spec.healthChecks` (namespace defaults to the Kustomization's).
+pub fn health_check_refs(spec: &KustomizationSpec, namespace: &str) -> Vec<ObjectRef> {
+    spec.health_checks
+        .iter()
+        .flatten()
+        .map(|h| {
+            let (group, version) = split_api_version(h.api_version.as_deref().unwrap_or("v1"));
+            ObjectRef {
+                group: group.to_string(),
+                version: version.to_string(),
+                kind: h.kind.clone(),
+                namespace: h
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| namespace.to_string()),
+                name: h.name.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Why a dependency blocks, or `None` when it is ready (Flux's rules: Ready at the current
+/// generation, and, when it uses the same source, applied the same revision).
+pub fn dependency_blocker(
+    dep: &Kustomization,
+    source_ns: &str,
+    ks: &Kustomization,
+    revision: &str,
+) -> Option<String> {
+    let id = format!("{}/{}", dep.namespace().unwrap_or_default(), dep.name_any());
+    let status = dep.status.clone().unwrap_or_default();
+    let conds = status.conditions.unwrap_or_default();
+    if !cond::is_ready(&conds) || dep.meta().generation != status.observed_generation {
+        return Some(format!("dependency '{id}' is not ready"));
+    }
+    let dep_ns = dep.namespace().unwrap_or_default();
+    let same_source = dep.spec.source_ref.kind == ks.spec.source_ref.kind
+        && dep.spec.source_ref.name == ks.spec.source_ref.name
+        && dep.spec.source_ref.namespace_or(&dep_ns) == source_ns;
+    if same_source && status.last_applied_revision.as_deref() != Some(revision) {
+        return Some(format!("dependency '{id}' revision is not up to date"));
+    }
+    None
+}
+
+/// The history digest: sha256 over the built objects.
+pub fn manifests_digest(objects: &[Value]) -> String {
+    let mut h = Sha256::new();
+    for o in objects {
+        h.update(o.to_string().as_bytes());
+        h.update(b"\n---\n");
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// Records one reconciliation in `history` (newest first, at most [`HISTORY_LIMIT`]): the same
+/// digest and status as the newest entry updates it, anything else prepends a new one.
+pub fn record_history(
+    history: &mut Vec<Snapshot>,
+    digest: &str,
+    status: &str,
+    revision: &str,
+    now: Timestamp,
+    duration: Duration,
+) {
+    let now = Time(cond::truncate_to_seconds(now));
+    let dur = format_go_duration(duration);
+    if let Some(first) = history.first_mut()
+        && first.digest == digest
+        && first.last_reconciled_status == status
+    {
+        first.last_reconciled = now;
+        first.last_reconciled_duration = dur;
+        first.total_reconciliations = first.total_reconciliations.saturating_add(1);
+        return;
+    }
+    history.insert(
+        0,
+        Snapshot {
+            digest: digest.to_string(),
+            first_reconciled: now.clone(),
+            last_reconciled: now,
+            last_reconciled_duration: dur,
+            last_reconciled_status: status.to_string(),
+            total_reconciliations: 1,
+            metadata: Some(BTreeMap::from([(
+                "revision".to_string(),
+                revision.to_string(),
+            )])),
+        },
+    );
+    history.truncate(HISTORY_LIMIT);
+}
+
+/// When to come back after a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// `--requeue-dependency`.
+    Dependency,
+    /// `spec.retryInterval`.
+    Interval,
+    /// Only when the object changes (stalled).
+    Never,
+}
+
+/// A stage failure.
+#[derive(Debug)]
+struct Failure {
+    reason: &'static str,
+    message: String,
+    retry: Retry,
+    /// The revision the failure is about (`lastAttemptedRevision`), when known.
+    revision: Option<String>,
+}
+
+impl Failure {
+    fn new(reason: &'static str, message: impl Into<String>, retry: Retry) -> Self {
+        Failure {
+            reason,
+            message: message.into(),
+            retry,
+            revision: None,
+        }
+    }
+    fn at(mut self, revision: &str) -> Self {
+        self.revision = Some(revision.to_string());
+        self
+    }
+}
+
+/// A successful run.
+struct Applied {
+    revision: String,
+    origin_revision: Option<String>,
+    inventory: ResourceInventory,
+    digest: String,
+    /// `Healthy` condition message, `None` when nothing was health-checked.
+    healthy: Option<String>,
+}
+
+fn api_for(ks: &Kustomization, client: &Client) -> Result<Api<Kustomization>, ReconcileError> {
+    let ns = ks.namespace().ok_or(ReconcileError::NoNamespace)?;
+    Ok(Api::namespaced(client.clone(), &ns))
+}
+
+fn owner_of(ks: &Kustomization) -> Owner {
+    Owner {
+        name: ks.name_any(),
+        namespace: ks.namespace().unwrap_or_default(),
+    }
+}
+
+fn inventory_refs(inv: Option<&ResourceInventory>) -> Vec<ObjectRef> {
+    inv.map(|i| {
+        i.entries
+            .iter()
+            .filter_map(|e| ObjectRef::from_entry(e).ok())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+async fn patch_status(
+    api: &Api<Kustomization>,
+    name: &str,
+    status: &KustomizationStatus,
+) -> Result<(), kube::Error> {
+    let patch = json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+async fn event(
+    ctx: &Context,
+    ks: &Kustomization,
+    t: EventType,
+    reason: &str,
+    msg: &str,
+    rev: &str,
+) {
+    let ann: Vec<(&str, &str)> = if rev.is_empty() {
+        Vec::new()
+    } else {
+        vec![(REVISION_ANNOTATION, rev)]
+    };
+    if let Err(e) = ctx.recorder.record(ks, t, reason, msg, &ann).await {
+        tracing::warn!(error = %e, "unable to record event");
+    }
+}
+
+fn duration_of(field: &str, value: &str) -> Result<Duration, Failure> {
+    parse_go_duration(value).map_err(|e| {
+        Failure::new(
+            RECONCILIATION_FAILED_REASON,
+            format!("invalid spec.{field} '{value}': {e}"),
+            Retry::Never,
+        )
+    })
+}
+
+/// Reconciles one Kustomization (the function given to `run_controller`).
+pub async fn reconcile(
+    obj: Arc<Kustomization>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let ks = obj.as_ref();
+    let api = api_for(ks, &ctx.client)?;
+    if ks.meta().deletion_timestamp.is_some() {
+        return finalize_deleted(ks, &api, &ctx).await;
+    }
+    if !ks.finalizers().iter().any(|f| f == FLUX_FINALIZER) {
+        add_finalizer(&api, ks, FLUX_FINALIZER).await?;
+    }
+    if ks.spec.is_suspended() {
+        tracing::info!("Reconciliation is suspended for this object");
+        return Ok(no_requeue());
+    }
+    let start = Instant::now();
+    let mut status = ks.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    let generation = ks.meta().generation;
+    let requested = cond::requested_at(ks.meta().annotations.as_ref()).map(str::to_string);
+
+    let outcome = Pipeline {
+        ks,
+        ctx: &ctx,
+        api: &api,
+    }
+    .run(&mut status, &mut conds)
+    .await;
+
+    let now = Timestamp::now();
+    if requested.is_some() {
+        status.last_handled_reconcile_at = requested;
+    }
+    let (action, ev) = match outcome {
+        Ok(done) => {
+            let msg = format!("Applied revision: {}", done.revision);
+            cond::mark_ready(
+                &mut conds,
+                RECONCILIATION_SUCCEEDED_REASON,
+                &msg,
+                generation,
+                now,
+            );
+            match &done.healthy {
+                Some(m) => {
+                    cond::mark_true(&mut conds, HEALTHY, SUCCEEDED_REASON, m, generation, now);
+                }
+                None => {
+                    cond::delete(&mut conds, HEALTHY);
+                }
+            }
+            status.observed_generation = generation;
+            status.last_applied_revision = Some(done.revision.clone());
+            status.last_attempted_revision = Some(done.revision.clone());
+            status.last_applied_origin_revision = done.origin_revision.clone();
+            status.inventory = Some(done.inventory);
+            let mut history = status.history.take().unwrap_or_default();
+            record_history(
+                &mut history,
+                &done.digest,
+                RECONCILIATION_SUCCEEDED_REASON,
+                &done.revision,
+                now,
+                start.elapsed(),
+            );
+            status.history = Some(history);
+            let interval = parse_go_duration(&ks.spec.interval).unwrap_or(Duration::from_secs(600));
+            let ev_msg = format!(
+                "Reconciliation finished in {}, next run in {}",
+                format_go_duration(start.elapsed()),
+                ks.spec.interval
+            );
+            (
+                requeue_success(interval, ctx.jitter_percentage),
+                (
+                    EventType::Normal,
+                    RECONCILIATION_SUCCEEDED_REASON,
+                    ev_msg,
+                    done.revision,
+                ),
+            )
+        }
+        Err(f) => {
+            if let Some(rev) = &f.revision {
+                status.last_attempted_revision = Some(rev.clone());
+            }
+            if f.retry == Retry::Never {
+                cond::mark_stalled(&mut conds, f.reason, &f.message, generation, now);
+            } else {
+                cond::mark_false(&mut conds, READY, f.reason, &f.message, generation, now);
+                cond::mark_true(
+                    &mut conds,
+                    RECONCILING,
+                    PROGRESSING_WITH_RETRY_REASON,
+                    &f.message,
+                    generation,
+                    now,
+                );
+            }
+            if f.reason == HEALTH_CHECK_FAILED_REASON {
+                cond::mark_false(&mut conds, HEALTHY, f.reason, &f.message, generation, now);
+            }
+            let action = match f.retry {
+                Retry::Dependency => requeue_dependency(ctx.requeue_dependency),
+                Retry::Interval => Action::requeue(
+                    parse_go_duration(ks.spec.retry_interval()).unwrap_or(Duration::from_secs(60)),
+                ),
+                Retry::Never => no_requeue(),
+            };
+            let rev = f.revision.unwrap_or_default();
+            (action, (EventType::Warning, f.reason, f.message, rev))
+        }
+    };
+    status.conditions = Some(conds);
+    patch_status(&api, &ks.name_any(), &status).await?;
+    let (t, reason, msg, rev) = ev;
+    // A dependency wait is routine: Flux records it at info severity.
+    let t = if reason == DEPENDENCY_NOT_READY_REASON {
+        EventType::Normal
+    } else {
+        t
+    };
+    event(&ctx, ks, t, reason, &msg, &rev).await;
+    Ok(action)
+}
+
+/// The stages of one reconciliation.
+struct Pipeline<'a> {
+    ks: &'a Kustomization,
+    ctx: &'a Context,
+    api: &'a Api<Kustomization>,
+}
+
+impl Pipeline<'_> {
+    async fn run(
+        &self,
+        status: &mut KustomizationStatus,
+        conds: &mut Vec<Condition>,
+    ) -> Result<Applied, Failure> {
+        let spec = &self.ks.spec;
+        let ns = self.ks.namespace().unwrap_or_default();
+        let generation = self.ks.meta().generation;
+
+        let (refused, warned) = unsupported_fields(spec);
+        if !warned.is_empty() {
+            tracing::warn!(fields = ?warned, "spec fields not acted on yet by this controller");
+        }
+        if !refused.is_empty() {
+            let list: Vec<String> = refused.iter().map(|f| format!("spec.{f}")).collect();
+            return Err(Failure::new(
+                RECONCILIATION_FAILED_REASON,
+                format!("{} not supported by this controller yet", list.join(", ")),
+                Retry::Never,
+            ));
+        }
+        let timeout = duration_of("timeout", spec.timeout.as_deref().unwrap_or(&spec.interval))?;
+        duration_of("interval", &spec.interval)?;
+        duration_of("retryInterval", spec.retry_interval())?;
+
+        // Stage: source.
+        let (source_ns, artifact) = self.source().await?;
+        let revision = artifact.revision.clone();
+        cond::mark_reconciling(
+            conds,
+            PROGRESSING_REASON,
+            &format!(
+                "Fetching manifests for revision {revision} with digest {}",
+                artifact.digest
+            ),
+            generation,
+            Timestamp::now(),
+        );
+        status.conditions = Some(conds.clone());
+        if let Err(e) = patch_status(self.api, &self.ks.name_any(), status).await {
+            tracing::warn!(error = %e, "unable to record progress");
+        }
+        status.conditions = None;
+
+        // Stage: dependsOn.
+        self.dependencies(&source_ns, &revision)
+            .await
+            .map_err(|f| f.at(&revision))?;
+
+        // Stage: fetch.
+        let dir = tempfile::tempdir().map_err(|e| {
+            Failure::new(
+                ARTIFACT_FAILED_REASON,
+                format!("failed to create temp dir: {e}"),
+                Retry::Interval,
+            )
+            .at(&revision)
+        })?;
+        self.ctx
+            .fetcher
+            .fetch_into(&artifact.url, &artifact.digest, dir.path())
+            .await
+            .map_err(|e| {
+                Failure::new(ARTIFACT_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
+            })?;
+
+        // Stage: build.
+        let root = dir.path().to_path_buf();
+        let path = spec.path.clone().unwrap_or_else(|| "./".into());
+        let overrides = overrides_from_spec(spec);
+        let built = tokio::task::spawn_blocking(move || {
+            rflux_kustomize::build_flux(&root, Path::new(&path), &overrides)
+        })
+        .await
+        .map_err(|e| {
+            Failure::new(
+                BUILD_FAILED_REASON,
+                format!("build task failed: {e}"),
+                Retry::Interval,
+            )
+        })
+        .and_then(|r| {
+            r.map_err(|e| Failure::new(BUILD_FAILED_REASON, e.to_string(), Retry::Interval))
+        })
+        .map_err(|f| f.at(&revision))?;
+        let objects: Vec<Value> = built.into_iter().map(|r| r.obj).collect();
+        drop(dir);
+
+        // Stage: substitute.
+        let objects = post_build(
+            &self.ctx.client,
+            &ns,
+            spec.post_build.as_ref(),
+            objects,
+            self.ctx.strict_substitutions,
+        )
+        .await
+        .map_err(|e| {
+            Failure::new(BUILD_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
+        })?;
+        let digest = manifests_digest(&objects);
+
+        // Stage: apply (as the service account).
+        let client = self.ctx.apply_client(self.ks).map_err(|e| {
+            Failure::new(
+                RECONCILIATION_FAILED_REASON,
+                format!("failed to build impersonating client: {e}"),
+                Retry::Interval,
+            )
+            .at(&revision)
+        })?;
+        let resolver = Resolver::new(client);
+        let owner = owner_of(self.ks);
+        let mut opts = ApplyOptions::new(owner.clone());
+        opts.force = spec.force();
+        opts.wait_timeout = timeout;
+        opts.override_managers = self.ctx.override_managers.clone();
+        opts.custom_stage_kinds = self.ctx.custom_stage_kinds.clone();
+        opts.ignore =
+            compile_ignore_rules(spec.ignore.as_deref().unwrap_or_default()).map_err(|e| {
+                Failure::new(
+                    RECONCILIATION_FAILED_REASON,
+                    format!("invalid spec.ignore: {e}"),
+                    Retry::Never,
+                )
+                .at(&revision)
+            })?;
+        let changes = apply_all_with(&resolver, objects, &opts)
+            .await
+            .map_err(|e| {
+                Failure::new(RECONCILIATION_FAILED_REASON, e.to_string(), Retry::Interval)
+                    .at(&revision)
+            })?;
+        self.changes_event(&changes, &revision).await;
+
+        // Stage: prune.
+        let mut new_inventory = inventory::build(changes.objects());
+        if spec.prune
+            && let Some(old) = status.inventory.as_ref()
+        {
+            let stale = inventory::diff(old, &new_inventory).map_err(|e| {
+                Failure::new(PRUNE_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
+            })?;
+            if !stale.is_empty() {
+                match prune(&resolver, &stale, &owner).await {
+                    Ok(pruned) => self.changes_event(&pruned, &revision).await,
+                    Err(e) => {
+                        inventory::merge_back(&mut new_inventory, &e.not_deleted);
+                        status.inventory = Some(new_inventory);
+                        return Err(Failure::new(
+                            PRUNE_FAILED_REASON,
+                            e.to_string(),
+                            Retry::Interval,
+                        )
+                        .at(&revision));
+                    }
+                }
+            }
+        }
+        // The new inventory is recorded even when the health check fails (the objects exist).
+        status.inventory = Some(new_inventory.clone());
+
+        // Stage: health.
+        let mut targets = if spec.wait() {
+            wait_targets(&changes, &owner)
+        } else {
+            Vec::new()
+        };
+        if !spec.wait() {
+            targets.extend(health_check_refs(spec, &ns));
+        }
+        let healthy = if targets.is_empty() {
+            None
+        } else {
+            let started = Instant::now();
+            wait_for_with(&resolver, &targets, timeout)
+                .await
+                .map_err(|e| {
+                    Failure::new(HEALTH_CHECK_FAILED_REASON, e.to_string(), Retry::Interval)
+                        .at(&revision)
+                })?;
+            Some(format!(
+                "Health check passed in {}",
+                format_go_duration(started.elapsed())
+            ))
+        };
+
+        Ok(Applied {
+            origin_revision: artifact
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get(ORIGIN_REVISION_KEY).cloned()),
+            revision,
+            inventory: new_inventory,
+            digest,
+            healthy,
+        })
+    }
+
+    /// Resolves `spec.sourceRef` to a GitRepository with an artifact.
+    async fn source(&self) -> Result<(String, Artifact), Failure> {
+        let r = &self.ks.spec.source_ref;
+        let ns = self.ks.namespace().unwrap_or_default();
+        let source_ns = r.namespace_or(&ns).to_string();
+        if r.kind != SourceKind::GitRepository {
+            return Err(Failure::new(
+                ARTIFACT_FAILED_REASON,
+                format!(
+                    "source kind '{}' is not supported by this controller (only GitRepository)",
+                    r.kind
+                ),
+                Retry::Never,
+            ));
+        }
+        if self.ctx.no_cross_namespace_refs && source_ns != ns {
+            return Err(Failure::new(
+                ACCESS_DENIED_REASON,
+                format!(
+                    "cannot access GitRepository/{source_ns}/{}, cross-namespace references have been blocked",
+                    r.name
+                ),
+                Retry::Never,
+            ));
+        }
+        let api: Api<GitRepository> = Api::namespaced(self.ctx.client.clone(), &source_ns);
+        let id = format!("GitRepository/{source_ns}/{}", r.name);
+        let repo = match api.get_opt(&r.name).await {
+            Ok(Some(repo)) => repo,
+            Ok(None) => {
+                return Err(Failure::new(
+                    ARTIFACT_FAILED_REASON,
+                    format!("Source '{id}' not found"),
+                    Retry::Dependency,
+                ));
+            }
+            Err(e) => {
+                return Err(Failure::new(
+                    ARTIFACT_FAILED_REASON,
+                    format!("unable to get source '{id}': {e}"),
+                    Retry::Interval,
+                ));
+            }
+        };
+        match repo.status.and_then(|s| s.artifact) {
+            Some(a) => Ok((source_ns, a)),
+            None => Err(Failure::new(
+                ARTIFACT_FAILED_REASON,
+                format!(
+                    "Source artifact not found, retrying in {}",
+                    format_go_duration(self.ctx.requeue_dependency)
+                ),
+                Retry::Dependency,
+            )),
+        }
+    }
+
+    /// Checks `spec.dependsOn`.
+    async fn dependencies(&self, source_ns: &str, revision: &str) -> Result<(), Failure> {
+        let ns = self.ks.namespace().unwrap_or_default();
+        let mut blockers = Vec::new();
+        for d in self.ks.spec.depends_on.iter().flatten() {
+            let dep_ns = d
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| ns.clone());
+            if self.ctx.no_cross_namespace_refs && dep_ns != ns {
+                return Err(Failure::new(
+                    ACCESS_DENIED_REASON,
+                    format!(
+                        "cannot access Kustomization/{dep_ns}/{}, cross-namespace references have been blocked",
+                        d.name
+                    ),
+                    Retry::Never,
+                ));
+            }
+            let api: Api<Kustomization> = Api::namespaced(self.ctx.client.clone(), &dep_ns);
+            match api.get_opt(&d.name).await {
+                Ok(Some(dep)) => {
+                    if let Some(b) = dependency_blocker(&dep, source_ns, self.ks, revision) {
+                        blockers.push(b);
+                    }
+                }
+                Ok(None) => blockers.push(format!("dependency '{dep_ns}/{}' not found", d.name)),
+                Err(e) => blockers.push(format!(
+                    "unable to get '{dep_ns}/{}' dependency: {e}",
+                    d.name
+                )),
+            }
+        }
+        if blockers.is_empty() {
+            return Ok(());
+        }
+        Err(Failure::new(
+            DEPENDENCY_NOT_READY_REASON,
+            format!(
+                "Dependencies do not meet ready condition ({}), retrying in {}",
+                blockers.join("; "),
+                format_go_duration(self.ctx.requeue_dependency)
+            ),
+            Retry::Dependency,
+        ))
+    }
+
+    async fn changes_event(&self, changes: &ChangeSet, revision: &str) {
+        if changes.has_changes() {
+            event(
+                self.ctx,
+                self.ks,
+                EventType::Normal,
+                PROGRESSING_REASON,
+                &changes.event_message(),
+                revision,
+            )
+            .await;
+        }
+    }
+}
+
+/// Deletion: garbage-collect per `deletionPolicy`, then drop the finalizer.
+async fn finalize_deleted(
+    ks: &Kustomization,
+    api: &Api<Kustomization>,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    if !ks.finalizers().iter().any(|f| f == FLUX_FINALIZER) {
+        return Ok(no_requeue());
+    }
+    let status = ks.status.clone().unwrap_or_default();
+    let refs = inventory_refs(status.inventory.as_ref());
+    let action = finalize_action(
+        ks.spec.deletion_policy(),
+        ks.spec.prune,
+        ks.spec.is_suspended(),
+        refs.is_empty(),
+    );
+    let timeout = parse_go_duration(ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval))
+        .unwrap_or(Duration::from_secs(300));
+    let client = ctx.apply_client(ks)?;
+    let resolver = Resolver::new(client);
+    let rev = status.last_applied_revision.unwrap_or_default();
+    match finalize(&resolver, &refs, &owner_of(ks), action, timeout).await {
+        Ok(out) => {
+            if out.changes.has_changes() {
+                event(
+                    ctx,
+                    ks,
+                    EventType::Normal,
+                    "Progressing",
+                    &out.changes.event_message(),
+                    &rev,
+                )
+                .await;
+            }
+            if let Some(e) = out.termination_error {
+                let msg = format!("failed to wait for resources termination: {e}");
+                event(ctx, ks, EventType::Warning, "TerminationFailed", &msg, &rev).await;
+            }
+        }
+        Err(e) => {
+            event(
+                ctx,
+                ks,
+                EventType::Warning,
+                PRUNE_FAILED_REASON,
+                &e.to_string(),
+                &rev,
+            )
+            .await;
+            return Err(ReconcileError::Finalize(e.to_string()));
+        }
+    }
+    remove_finalizer(api, ks, FLUX_FINALIZER).await?;
+    Ok(no_requeue())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn ks(v: Value) -> Kustomization {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn base() -> Value {
+        json!({
+            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+            "metadata": {"name": "app", "namespace": "apps", "generation": 2},
+            "spec": {"interval": "1m", "prune": true, "path": "./deploy",
+                     "sourceRef": {"kind": "GitRepository", "name": "repo"}}
+        })
+    }
+
+    #[test]
+    fn impersonation_prefers_spec_then_default() {
+        assert_eq!(
+            impersonation_user("ns", Some("deployer"), "dflt").as_deref(),
+            Some("system:serviceaccount:ns:deployer")
+        );
+        assert_eq!(
+            impersonation_user("ns", Some(""), "dflt").as_deref(),
+            Some("system:serviceaccount:ns:dflt")
+        );
+        assert_eq!(impersonation_user("ns", None, ""), None);
+    }
+
+    #[test]
+    fn overrides_carry_spec_fields() {
+        let mut v = base();
+        v["spec"]["targetNamespace"] = json!("prod");
+        v["spec"]["namePrefix"] = json!("p-");
+        v["spec"]["commonMetadata"] = json!({"labels": {"team": "a"}});
+        v["spec"]["images"] = json!([{"name": "nginx", "newTag": "1.2"}]);
+        v["spec"]["patches"] = json!([{"patch": "x", "target": {"kind": "Deployment"}}]);
+        let o = overrides_from_spec(&ks(v).spec);
+        assert_eq!(o.target_namespace.as_deref(), Some("prod"));
+        assert_eq!(o.name_prefix.as_deref(), Some("p-"));
+        assert_eq!(o.name_suffix, None);
+        assert_eq!(o.common_labels, vec![("team".to_string(), "a".to_string())]);
+        assert_eq!(o.images[0]["newTag"], "1.2");
+        assert_eq!(o.patches[0]["target"]["kind"], "Deployment");
+    }
+
+    #[test]
+    fn unsupported_fields_are_reported() {
+        let mut v = base();
+        v["spec"]["decryption"] = json!({"provider": "sops"});
+        v["spec"]["healthCheckExprs"] = json!([{"apiVersion": "v1", "current": "true"}]);
+        let (refused, warned) = unsupported_fields(&ks(v).spec);
+        assert_eq!(refused, vec!["decryption"]);
+        assert_eq!(warned, vec!["healthCheckExprs"]);
+        let (r, w) = unsupported_fields(&ks(base()).spec);
+        assert!(r.is_empty() && w.is_empty());
+    }
+
+    #[test]
+    fn health_checks_default_namespace() {
+        let mut v = base();
+        v["spec"]["healthChecks"] = json!([
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            {"kind": "ConfigMap", "name": "c", "namespace": "other"}
+        ]);
+        let refs = health_check_refs(&ks(v).spec, "apps");
+        assert_eq!(refs[0].group, "apps");
+        assert_eq!(refs[0].namespace, "apps");
+        assert_eq!(refs[1].group, "");
+        assert_eq!(refs[1].version, "v1");
+        assert_eq!(refs[1].namespace, "other");
+    }
+
+    fn ready_dep(generation: i64, observed: i64, applied: &str) -> Kustomization {
+        let mut v = base();
+        v["metadata"]["name"] = json!("dep");
+        v["metadata"]["generation"] = json!(generation);
+        v["status"] = json!({
+            "observedGeneration": observed,
+            "lastAppliedRevision": applied,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+                            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+        });
+        ks(v)
+    }
+
+    #[test]
+    fn dependency_rules() {
+        let me = ks(base());
+        assert_eq!(
+            dependency_blocker(&ready_dep(1, 1, "r1"), "apps", &me, "r1"),
+            None
+        );
+        assert!(
+            dependency_blocker(&ready_dep(2, 1, "r1"), "apps", &me, "r1")
+                .unwrap()
+                .contains("is not ready")
+        );
+        assert!(
+            dependency_blocker(&ready_dep(1, 1, "r0"), "apps", &me, "r1")
+                .unwrap()
+                .contains("revision is not up to date")
+        );
+        // A different source: the revision is not compared.
+        let mut other = ready_dep(1, 1, "r0");
+        other.spec.source_ref.name = "other".into();
+        assert_eq!(dependency_blocker(&other, "apps", &me, "r1"), None);
+    }
+
+    #[test]
+    fn history_updates_or_prepends() {
+        let mut h = Vec::new();
+        let now = Timestamp::now();
+        record_history(
+            &mut h,
+            "sha256:a",
+            "ReconciliationSucceeded",
+            "r1",
+            now,
+            Duration::from_secs(1),
+        );
+        record_history(
+            &mut h,
+            "sha256:a",
+            "ReconciliationSucceeded",
+            "r1",
+            now,
+            Duration::from_secs(2),
+        );
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].total_reconciliations, 2);
+        assert_eq!(h[0].last_reconciled_duration, "2s");
+        for i in 0..6 {
+            record_history(
+                &mut h,
+                &format!("sha256:{i}"),
+                "x",
+                "r",
+                now,
+                Duration::ZERO,
+            );
+        }
+        assert_eq!(h.len(), HISTORY_LIMIT);
+        assert_eq!(h[0].digest, "sha256:5");
+    }
+
+    #[test]
+    fn digest_depends_on_content() {
+        let a = manifests_digest(&[json!({"a": 1})]);
+        assert_ne!(a, manifests_digest(&[json!({"a": 2})]));
+        assert!(a.starts_with("sha256:"));
+    }
+}
