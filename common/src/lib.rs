@@ -3,3 +3,5 @@
 
 pub mod api;
 pub mod runtime;
+#[cfg(feature = "testing")]
+pub mod testing;

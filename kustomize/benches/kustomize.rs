@@ -35,7 +35,11 @@ fn corpus_cases(root: &Path) -> Vec<Case> {
         return cases;
     };
     for repo in repos.flatten() {
-        for case in std::fs::read_dir(repo.path()).into_iter().flatten().flatten() {
+        for case in std::fs::read_dir(repo.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let Ok(meta) = std::fs::read_to_string(case.path().join("case.toml")) else {
                 continue;
             };

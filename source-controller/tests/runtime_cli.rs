@@ -1,203 +1,31 @@
 //! The controller binary: fails cleanly without a cluster, serves probes against a (fake) API
 //! server, and exits 0 on SIGTERM.
-#![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use rflux_common::testing::CliCheck;
 
-const BIN: &str = env!("CARGO_BIN_EXE_source-controller");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A minimal HTTP server answering every request with a Kubernetes `/version` document.
-fn fake_apiserver() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || serve_version(stream));
-        }
-    });
-    port
-}
-
-fn serve_version(mut stream: TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        // Skip headers.
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                break;
-            }
-        }
-        let body = r#"{"major":"1","minor":"35","gitVersion":"v1.35.0","gitCommit":"x","gitTreeState":"clean","buildDate":"2026-01-01T00:00:00Z","goVersion":"go1.25","compiler":"gc","platform":"linux/amd64"}"#;
-        let resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
-            body.len(),
-            body
-        );
-        if stream.write_all(resp.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-fn http_body(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
-}
-
-fn http_status(port: u16, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split(' ').nth(1)?.parse().ok()
-}
+const CHECK: CliCheck = CliCheck {
+    bin: env!("CARGO_BIN_EXE_source-controller"),
+    help_flags: &["--storage-path", "--storage-adv-addr"],
+    run_args: &["--storage-path={dir}"],
+    expected_metric: "controller_runtime_max_concurrent_reconciles{controller=\"gitrepository\"} 2",
+};
 
 #[test]
 fn fails_cleanly_without_kubeconfig() {
-    let home = tempdir();
-    let out = Command::new(BIN)
-        .args(["--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0"])
-        .env("KUBECONFIG", home.join("missing-kubeconfig"))
-        .env("HOME", &home)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("no Kubernetes configuration found"),
-        "{stderr}"
-    );
-    let _ = std::fs::remove_dir_all(&home);
+    CHECK.fails_cleanly_without_kubeconfig();
 }
 
 #[test]
 fn rejects_unknown_flags() {
-    let out = Command::new(BIN)
-        .arg("--definitely-not-a-flag")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    CHECK.rejects_unknown_flags();
 }
 
 #[test]
 fn help_lists_flux_flags() {
-    let out = Command::new(BIN).arg("--help").output().unwrap();
-    assert!(out.status.success());
-    let help = String::from_utf8_lossy(&out.stdout);
-    for flag in [
-        "--storage-path",
-        "--storage-adv-addr",
-        "--enable-leader-election",
-        "--metrics-addr",
-        "--concurrent",
-    ] {
-        assert!(help.contains(flag), "missing {flag} in help");
-    }
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("rflux-cli-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    CHECK.help_lists_flux_flags();
 }
 
 #[test]
 fn serves_probes_and_exits_zero_on_sigterm() {
-    let api = fake_apiserver();
-    let dir = tempdir();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://127.0.0.1:{api}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
-    let health = free_port();
-    let metrics = free_port();
-    let mut child = Command::new(BIN)
-        .args([
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--health-addr=127.0.0.1:{health}"),
-            format!("--metrics-addr=127.0.0.1:{metrics}"),
-            format!("--storage-path={}", dir.display()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_status(health, "/readyz") != Some(200) {
-        assert!(Instant::now() < deadline, "readyz never became 200");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "controller exited early"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(http_status(health, "/healthz"), Some(200));
-    let body = http_body(metrics, "/metrics").unwrap();
-    // The /version probe went through the instrumented, throttled client.
-    let series = format!(
-        "rest_client_requests_total{{code=\"200\",host=\"127.0.0.1:{api}\",method=\"GET\"}} "
-    );
-    assert!(body.contains(&series), "{body}");
-    assert!(body.contains("go_info{version=\"rflux-"), "{body}");
-    assert!(
-        body.contains(
-            "controller_runtime_max_concurrent_reconciles{controller=\"gitrepository\"} 2"
-        ),
-        "{body}"
-    );
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "controller did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("shutting down gracefully"), "{stderr}");
-    let _ = std::fs::remove_dir_all(&dir);
+    CHECK.serves_probes_and_exits_zero_on_sigterm();
 }
