@@ -22,7 +22,6 @@ use rflux_common::runtime::{
 use rflux_kustomize::{BuildOptions, LoadRestrictor};
 
 const CONTROLLER_NAME: &str = "kustomize-controller";
-/// How long in-flight reconciles may run after a shutdown request.
 
 /// Flux-compatible kustomize-controller.
 #[derive(Debug, Parser)]

@@ -119,7 +119,7 @@ fn whole_process(cases: &[Case]) {
         return;
     }
     let mut largest: Vec<&Case> = cases.iter().collect();
-    largest.sort_by(|a, b| b.output_bytes.cmp(&a.output_bytes));
+    largest.sort_by_key(|c| std::cmp::Reverse(c.output_bytes));
     largest.truncate(10);
     let runs = 5;
     println!("\n## Whole-process build time, 10 largest corpus cases (median of {runs} runs)\n");

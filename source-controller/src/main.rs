@@ -20,8 +20,6 @@ use source_controller::artifact::{
 };
 use source_controller::gitrepository::{CONTROLLER_NAME, Context, reconcile};
 
-/// How long in-flight reconciles may run after a shutdown request.
-
 /// Flux-compatible source-controller.
 #[derive(Debug, Parser)]
 #[command(name = CONTROLLER_NAME, version, about)]
