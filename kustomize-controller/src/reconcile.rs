@@ -197,6 +197,12 @@ pub fn overrides_from_spec(spec: &KustomizationSpec) -> FluxOverrides {
     }
 }
 
+/// Condition type set while the spec uses fields this controller accepts but does not act on.
+/// It is not a Flux condition type; kstatus and the `flux` CLI ignore unknown types.
+pub const UNSUPPORTED_FIELDS: &str = "UnsupportedFields";
+/// Reason of the [`UNSUPPORTED_FIELDS`] condition.
+pub const NOT_IMPLEMENTED_REASON: &str = "NotImplemented";
+
 /// Spec fields this pipeline does not act on (yet); each is reported, never silently ignored.
 pub fn unsupported_fields(spec: &KustomizationSpec) -> (Vec<&'static str>, Vec<&'static str>) {
     // Refused: acting without them would apply the wrong thing or to the wrong cluster.
@@ -569,8 +575,23 @@ impl Pipeline<'_> {
         let generation = self.ks.meta().generation;
 
         let (refused, warned) = unsupported_fields(spec);
-        if !warned.is_empty() {
-            tracing::warn!(fields = ?warned, "spec fields not acted on yet by this controller");
+        if warned.is_empty() {
+            cond::delete(conds, UNSUPPORTED_FIELDS);
+        } else {
+            let list: Vec<String> = warned.iter().map(|f| format!("spec.{f}")).collect();
+            let message = format!(
+                "{} accepted but not acted on by this controller yet",
+                list.join(", ")
+            );
+            tracing::warn!(fields = ?warned, "{message}");
+            cond::mark_true(
+                conds,
+                UNSUPPORTED_FIELDS,
+                NOT_IMPLEMENTED_REASON,
+                &message,
+                generation,
+                Timestamp::now(),
+            );
         }
         if !refused.is_empty() {
             let list: Vec<String> = refused.iter().map(|f| format!("spec.{f}")).collect();
