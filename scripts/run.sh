@@ -11,7 +11,7 @@ e2e="$target/debug/rflux-e2e"
 eval "$("$e2e" env)"
 state=$RFLUX_E2E_STATE
 ctl="$state/controllers"
-mkdir -p "$ctl"
+mkdir -p "$ctl" "$state/storage"
 
 echo "==> building the controllers"
 cargo build -q -p source-controller -p kustomize-controller
@@ -55,8 +55,12 @@ start kustomize-controller --metrics-addr=127.0.0.1:18081 --health-addr=127.0.0.
 
 echo "==> applying the sample GitRepository and Kustomization"
 sed "s#SAMPLE_GIT_URL#$sample_url#" examples/sample/cluster/sample.yaml | kubectl apply -f - >/dev/null
-sleep 5
+echo "==> waiting for the sample to become Ready (up to 2 minutes)"
+if ! kubectl -n flux-system wait kustomization/sample --for=condition=Ready --timeout=120s >/dev/null; then
+  echo "the sample is not Ready yet; look at the controller logs in $ctl"
+fi
 kubectl get gitrepositories,kustomizations -A || true
+kubectl -n sample get deploy,svc,cm || true
 cat <<EOT
 
 The local control plane, the git server and both controllers are running.

@@ -811,3 +811,293 @@ async fn gitrepository_reconciler_end_to_end() {
         .await
         .context("deleting namespace");
 }
+
+/// The reconciler, its artifact storage and server, for one test namespace.
+struct Harness {
+    client: Client,
+    ns: String,
+    api: Api<GitRepository>,
+    storage_addr: std::net::SocketAddr,
+    stop: CancellationToken,
+    runner: tokio::task::JoinHandle<()>,
+    server: tokio::task::JoinHandle<Result<(), source_controller::artifact::ArtifactError>>,
+    _storage_dir: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn start(cp: &ControlPlane, ns_prefix: &str) -> Harness {
+        let client = cp.client().await.unwrap();
+        ensure_crd(&client).await.unwrap();
+        let ns = cp.create_namespace(ns_prefix).await.unwrap();
+        let storage_dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let storage_addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve_listener(
+            storage_dir.path().to_path_buf(),
+            listener,
+            {
+                let stop = stop.clone();
+                async move { stop.cancelled().await }
+            },
+        ));
+        let storage = Storage::new(StorageOptions::new(
+            storage_dir.path(),
+            storage_addr.to_string(),
+        ))
+        .unwrap();
+        let ctx = Arc::new(Context {
+            client: client.clone(),
+            storage,
+            recorder: EventRecorder::new(client.clone(), "source-controller", "e2e"),
+            jitter_percentage: 5,
+            requeue_dependency: Duration::from_secs(2),
+        });
+        let api: Api<GitRepository> = Api::namespaced(client.clone(), &ns);
+        let metrics = Metrics::new().unwrap();
+        let runner = tokio::spawn(run_controller(
+            api.clone(),
+            ControllerSettings {
+                name: "gitrepository".into(),
+                group: "source.toolkit.fluxcd.io".into(),
+                kind: "GitRepository".into(),
+                concurrency: 4,
+                label_selector: String::new(),
+            },
+            metrics.register_controller("gitrepository", 4),
+            Duration::from_millis(500),
+            Duration::from_secs(3),
+            ctx,
+            reconcile,
+            stop.clone(),
+        ));
+        Harness {
+            client,
+            ns,
+            api,
+            storage_addr,
+            stop,
+            runner,
+            server,
+            _storage_dir: storage_dir,
+        }
+    }
+
+    async fn shutdown(self) {
+        self.stop.cancel();
+        self.runner.await.unwrap();
+        self.server.await.unwrap().unwrap();
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone())
+            .delete(&self.ns, &DeleteParams::default())
+            .await;
+    }
+}
+
+fn artifact_of(obj: &GitRepository) -> rflux_common::api::meta::Artifact {
+    obj.status.as_ref().unwrap().artifact.clone().unwrap()
+}
+
+/// mTLS, `ref.name` (branch and tag refs), a force-pushed branch and a deleted branch.
+#[tokio::test]
+async fn gitrepository_mtls_ref_name_force_push_deleted_branch() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let git = GitServer::shared().await.unwrap();
+    let lock_path = state_root().join("crds.lock");
+    let _lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
+        .await
+        .unwrap()
+        .unwrap();
+    let h = Harness::start(cp, "srcgaps").await;
+    let api = &h.api;
+
+    // main: first, second; branch "feature": second + feature commit; annotated tag v1 on first.
+    let repo = git.create_repo("srcgaps").unwrap();
+    repo.write("deploy/cm.yaml", "kind: ConfigMap\n").unwrap();
+    let first = repo.commit("first").unwrap();
+    repo.tag("v1", true).unwrap();
+    repo.write("deploy/app.yaml", "app: 2\n").unwrap();
+    let second = repo.commit("second").unwrap();
+    repo.push("main").unwrap();
+    repo.push_tags().unwrap();
+    let tree_second = export_tree(&repo);
+    repo.checkout("feature").unwrap();
+    repo.write("feature.yaml", "feature: 1\n").unwrap();
+    let feature1 = repo.commit("feature one").unwrap();
+    repo.push("feature").unwrap();
+    let tree_feature1 = export_tree(&repo);
+    let tag_object = repo.remote_rev("refs/tags/v1").unwrap();
+    assert_ne!(tag_object, first, "v1 must be an annotated tag");
+
+    // mTLS: the client certificate, key and CA from the secret.
+    let (cert, key) = git.client_cert_pem();
+    assert!(cert.contains("BEGIN CERTIFICATE") && key.contains("PRIVATE KEY"));
+    create_secret(
+        &h.client,
+        &h.ns,
+        "mtls",
+        json!({"tls.crt": cert, "tls.key": key, "ca.crt": git.ca_pem()}),
+    )
+    .await;
+    // Only the CA: the mTLS listener refuses the connection.
+    create_secret(&h.client, &h.ns, "ca-only", json!({"ca.crt": git.ca_pem()})).await;
+    create_gitrepo(
+        api,
+        "mtls",
+        json!({
+            "url": git.mtls_url(repo.name()), "interval": "1h",
+            "ref": {"branch": "main"}, "secretRef": {"name": "mtls"},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        api,
+        "mtls-no-cert",
+        json!({
+            "url": git.mtls_url(repo.name()), "interval": "1h",
+            "ref": {"branch": "main"}, "secretRef": {"name": "ca-only"},
+        }),
+    )
+    .await;
+    // ref.name: a branch ref and an annotated tag ref; the revision carries the full ref
+    // name, and the tag ref resolves to the tagged commit (not the tag object).
+    create_gitrepo(
+        api,
+        "name-branch",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "ref": {"name": "refs/heads/feature"},
+        }),
+    )
+    .await;
+    create_gitrepo(
+        api,
+        "name-tag",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            // name takes precedence over branch and tag.
+            "ref": {"name": "refs/tags/v1", "branch": "main", "tag": "nope"},
+        }),
+    )
+    .await;
+    // A branch that is force-pushed below, and one that is deleted below.
+    create_gitrepo(
+        api,
+        "forced",
+        json!({
+            "url": git.http_url(repo.name()), "interval": "1h",
+            "ref": {"branch": "feature"},
+        }),
+    )
+    .await;
+
+    let mtls = wait_for(api, "mtls", "ready over mTLS", |o| {
+        ready_with(o, &format!("main@sha1:{second}"))
+    })
+    .await;
+    check_served(&mtls, h.storage_addr, Some(tree_second.path())).await;
+    let no_cert = wait_for(
+        api,
+        "mtls-no-cert",
+        "FetchFailed without a client cert",
+        |o| condition(o, "FetchFailed").is_some_and(|c| c.status == "True"),
+    )
+    .await;
+    assert_eq!(
+        condition(&no_cert, "FetchFailed").unwrap().reason,
+        "GitOperationFailed"
+    );
+    assert!(no_cert.status.as_ref().unwrap().artifact.is_none());
+
+    let name_branch = wait_for(api, "name-branch", "ready on refs/heads/feature", |o| {
+        ready_with(o, &format!("refs/heads/feature@sha1:{feature1}"))
+    })
+    .await;
+    check_served(&name_branch, h.storage_addr, Some(tree_feature1.path())).await;
+    let name_tag = wait_for(api, "name-tag", "ready on refs/tags/v1", |o| {
+        ready_with(o, &format!("refs/tags/v1@sha1:{first}"))
+    })
+    .await;
+    check_served(&name_tag, h.storage_addr, None).await;
+    assert_eq!(
+        artifact_of(&name_tag).path,
+        format!("gitrepository/{}/name-tag/{first}.tar.gz", h.ns)
+    );
+
+    let forced = wait_for(api, "forced", "ready on feature", |o| {
+        ready_with(o, &format!("feature@sha1:{feature1}"))
+    })
+    .await;
+    let old = artifact_of(&forced);
+
+    // Force-push: rewrite feature to a different history (drop the feature commit, add
+    // another on top of first).
+    repo.reset_hard(&first).unwrap();
+    repo.write("rewritten.yaml", "rewritten: true\n").unwrap();
+    let rewritten = repo.commit("rewritten history").unwrap();
+    repo.force_push("feature").unwrap();
+    assert_eq!(repo.remote_rev("refs/heads/feature").unwrap(), rewritten);
+    let tree_rewritten = export_tree(&repo);
+    request_reconcile(api, "forced", "after-force-push").await;
+    let rewritten_obj = wait_for(api, "forced", "new artifact after force-push", |o| {
+        ready_with(o, &format!("feature@sha1:{rewritten}"))
+    })
+    .await;
+    let new = artifact_of(&rewritten_obj);
+    assert_ne!(new.digest, old.digest);
+    assert_eq!(
+        new.path,
+        format!("gitrepository/{}/forced/{rewritten}.tar.gz", h.ns)
+    );
+    check_served(&rewritten_obj, h.storage_addr, Some(tree_rewritten.path())).await;
+
+    // Deleted branch: FetchFailed naming the missing ref; the artifact stays served.
+    repo.delete_remote_branch("feature").unwrap();
+    assert!(repo.remote_rev("refs/heads/feature").is_err());
+    request_reconcile(api, "forced", "after-delete").await;
+    let gone = wait_for(api, "forced", "FetchFailed after branch deletion", |o| {
+        condition(o, "FetchFailed").is_some_and(|c| c.status == "True")
+            && o.status
+                .as_ref()
+                .unwrap()
+                .last_handled_reconcile_at
+                .as_deref()
+                == Some("after-delete")
+    })
+    .await;
+    let ff = condition(&gone, "FetchFailed").unwrap();
+    assert_eq!(ff.reason, "GitOperationFailed");
+    assert!(
+        ff.message.contains("refs/heads/feature"),
+        "message does not name the missing ref: {}",
+        ff.message
+    );
+    let ready = condition(&gone, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "GitOperationFailed")
+    );
+    let kept = artifact_of(&gone);
+    assert_eq!(
+        (&kept.revision, &kept.digest, &kept.path, kept.size),
+        (&new.revision, &new.digest, &new.path, new.size)
+    );
+    check_served(&gone, h.storage_addr, Some(tree_rewritten.path())).await;
+    // ref.name on the deleted branch fails the same way and keeps its artifact too.
+    request_reconcile(api, "name-branch", "after-delete").await;
+    let name_gone = wait_for(api, "name-branch", "FetchFailed for ref.name", |o| {
+        condition(o, "FetchFailed").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert!(
+        condition(&name_gone, "FetchFailed")
+            .unwrap()
+            .message
+            .contains("refs/heads/feature")
+    );
+    assert_eq!(
+        artifact_of(&name_gone).digest,
+        artifact_of(&name_branch).digest
+    );
+
+    h.shutdown().await;
+}

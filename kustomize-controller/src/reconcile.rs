@@ -10,9 +10,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::Action;
 use kube::{Client, Config, Resource, ResourceExt};
 use rflux_common::api::gitrepository::GitRepository;
@@ -37,7 +39,7 @@ use crate::apply::{
 use crate::fetch::ArtifactFetcher;
 use crate::health::{wait_for_with, wait_targets};
 use crate::inventory::{self, ObjectRef, split_api_version};
-use crate::prune::{finalize, finalize_action, prune};
+use crate::prune::{FinalizeAction, finalize, finalize_action, prune};
 use crate::substitute::post_build;
 
 /// Controller name (event source, field manager owner).
@@ -113,14 +115,34 @@ impl Context {
         }
     }
 
-    /// The client that applies for `ks`: impersonating its service account (or the default
-    /// one), else the controller's own client.
-    fn apply_client(&self, ks: &Kustomization) -> Result<Client, kube::Error> {
-        let Some(user) = impersonation_user(
-            &ks.namespace().unwrap_or_default(),
+    /// The client that applies, prunes and health-checks for `ks`: on the remote cluster of
+    /// `spec.kubeConfig.secretRef` when set, else the local one; impersonating its service
+    /// account (or the default one) on that cluster, else with the given identity.
+    async fn apply_client(&self, ks: &Kustomization) -> Result<Client, ClientError> {
+        let ns = ks.namespace().unwrap_or_default();
+        let user = impersonation_user(
+            &ns,
             ks.spec.service_account_name.as_deref(),
             &self.default_service_account,
-        ) else {
+        );
+        if let Some(secret_ref) = ks
+            .spec
+            .kube_config
+            .as_ref()
+            .and_then(|k| k.secret_ref.as_ref())
+        {
+            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+            let secret = secrets
+                .get(&secret_ref.name)
+                .await
+                .map_err(|e| ClientError::Secret(format!("{ns}/{}", secret_ref.name), e))?;
+            let text = kubeconfig_from_secret(&secret, secret_ref.key.as_deref())?;
+            let mut cfg = remote_config(&text).await?;
+            cfg.auth_info.impersonate = user;
+            // Remote clients are built per reconcile: the Secret may change at any time.
+            return Client::try_from(cfg).map_err(ClientError::Build);
+        }
+        let Some(user) = user else {
             return Ok(self.client.clone());
         };
         let mut cache = match self.clients.lock() {
@@ -132,10 +154,109 @@ impl Context {
         }
         let mut cfg = self.config.clone();
         cfg.auth_info.impersonate = Some(user.clone());
-        let client = Client::try_from(cfg)?;
+        let client = Client::try_from(cfg).map_err(ClientError::Build)?;
         cache.insert(user, client.clone());
         Ok(client)
     }
+}
+
+/// Why the client for the target cluster could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The kubeconfig Secret could not be read.
+    #[error("failed to get kubeconfig secret '{0}': {1}")]
+    Secret(String, #[source] kube::Error),
+    /// The Secret has none of the expected keys.
+    #[error("kubeconfig secret '{name}' has no key {keys}")]
+    MissingKey {
+        /// `<namespace>/<name>` of the Secret.
+        name: String,
+        /// The keys that were looked for.
+        keys: String,
+    },
+    /// The kubeconfig is not valid or uses something this controller does not allow.
+    #[error("invalid kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// The client could not be built from the configuration.
+    #[error("failed to build client: {0}")]
+    Build(#[source] kube::Error),
+}
+
+/// The kubeconfig text in `secret`: the key `key` when given, else `value`, else `value.yaml`.
+pub fn kubeconfig_from_secret(secret: &Secret, key: Option<&str>) -> Result<String, ClientError> {
+    let keys: Vec<&str> = match key.filter(|k| !k.is_empty()) {
+        Some(k) => vec![k],
+        None => vec!["value", "value.yaml"],
+    };
+    let data = secret.data.as_ref();
+    let string_data = secret.string_data.as_ref();
+    for k in &keys {
+        if let Some(b) = data.and_then(|d| d.get(*k)) {
+            return String::from_utf8(b.0.clone())
+                .map_err(|_| ClientError::Kubeconfig(format!("key '{k}' is not UTF-8")));
+        }
+        if let Some(s) = string_data.and_then(|d| d.get(*k)) {
+            return Ok(s.clone());
+        }
+    }
+    Err(ClientError::MissingKey {
+        name: format!(
+            "{}/{}",
+            secret.namespace().unwrap_or_default(),
+            secret.name_any()
+        ),
+        keys: keys
+            .iter()
+            .map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(" or "),
+    })
+}
+
+/// A client configuration for a remote cluster from kubeconfig text, sanitized the way Flux
+/// does: exec and auth-provider plugins and disabled TLS verification are refused (this
+/// controller has no `--insecure-kubeconfig-*` flags); 30s connect timeout.
+pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
+    let kc = Kubeconfig::from_yaml(text).map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
+    let current = kc.current_context.clone().unwrap_or_default();
+    let user = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|c| c.user.clone());
+    for a in &kc.auth_infos {
+        if user.as_deref().is_some_and(|u| u != a.name) {
+            continue;
+        }
+        if let Some(info) = &a.auth_info {
+            if info.exec.is_some() {
+                return Err(ClientError::Kubeconfig(
+                    "exec credential plugins are not allowed".into(),
+                ));
+            }
+            if info.auth_provider.is_some() {
+                return Err(ClientError::Kubeconfig(
+                    "auth-provider plugins are not allowed".into(),
+                ));
+            }
+        }
+    }
+    if kc
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref())
+        .any(|c| c.insecure_skip_tls_verify == Some(true))
+    {
+        return Err(ClientError::Kubeconfig(
+            "insecure-skip-tls-verify is not allowed".into(),
+        ));
+    }
+    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
+    cfg.connect_timeout = Some(Duration::from_secs(30));
+    Ok(cfg)
 }
 
 /// Errors that make the runner retry with backoff (stage failures are reported in the status
@@ -148,6 +269,9 @@ pub enum ReconcileError {
     /// The object has no namespace.
     #[error("Kustomization has no namespace")]
     NoNamespace,
+    /// The client for the target cluster could not be built (the finalizer is kept).
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// Garbage collection on deletion failed (the finalizer is kept).
     #[error("finalizer: {0}")]
     Finalize(String),
@@ -211,7 +335,15 @@ pub fn unsupported_fields(spec: &KustomizationSpec) -> (Vec<&'static str>, Vec<&
     let mut warned = Vec::new();
     for f in spec.set_fields() {
         match f {
-            "decryption" | "kubeConfig" => refused.push(f),
+            "decryption" => refused.push(f),
+            "kubeConfig"
+                if spec
+                    .kube_config
+                    .as_ref()
+                    .is_some_and(|k| k.config_map_ref.is_some()) =>
+            {
+                refused.push("kubeConfig.configMapRef")
+            }
             "healthCheckExprs" => warned.push(f),
             _ => {}
         }
@@ -683,13 +815,8 @@ impl Pipeline<'_> {
         let digest = manifests_digest(&objects);
 
         // Stage: apply (as the service account).
-        let client = self.ctx.apply_client(self.ks).map_err(|e| {
-            Failure::new(
-                RECONCILIATION_FAILED_REASON,
-                format!("failed to build impersonating client: {e}"),
-                Retry::Interval,
-            )
-            .at(&revision)
+        let client = self.ctx.apply_client(self.ks).await.map_err(|e| {
+            Failure::new(RECONCILIATION_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
         })?;
         let resolver = Resolver::new(client);
         let owner = owner_of(self.ks);
@@ -918,38 +1045,42 @@ async fn finalize_deleted(
     );
     let timeout = parse_go_duration(ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval))
         .unwrap_or(Duration::from_secs(300));
-    let client = ctx.apply_client(ks)?;
-    let resolver = Resolver::new(client);
-    let rev = status.last_applied_revision.unwrap_or_default();
-    match finalize(&resolver, &refs, &owner_of(ks), action, timeout).await {
-        Ok(out) => {
-            if out.changes.has_changes() {
+    // Nothing to delete: no client is needed (a remote whose kubeconfig Secret is gone must not
+    // block the deletion).
+    if action != FinalizeAction::Orphan {
+        let client = ctx.apply_client(ks).await?;
+        let resolver = Resolver::new(client);
+        let rev = status.last_applied_revision.unwrap_or_default();
+        match finalize(&resolver, &refs, &owner_of(ks), action, timeout).await {
+            Ok(out) => {
+                if out.changes.has_changes() {
+                    event(
+                        ctx,
+                        ks,
+                        EventType::Normal,
+                        "Progressing",
+                        &out.changes.event_message(),
+                        &rev,
+                    )
+                    .await;
+                }
+                if let Some(e) = out.termination_error {
+                    let msg = format!("failed to wait for resources termination: {e}");
+                    event(ctx, ks, EventType::Warning, "TerminationFailed", &msg, &rev).await;
+                }
+            }
+            Err(e) => {
                 event(
                     ctx,
                     ks,
-                    EventType::Normal,
-                    "Progressing",
-                    &out.changes.event_message(),
+                    EventType::Warning,
+                    PRUNE_FAILED_REASON,
+                    &e.to_string(),
                     &rev,
                 )
                 .await;
+                return Err(ReconcileError::Finalize(e.to_string()));
             }
-            if let Some(e) = out.termination_error {
-                let msg = format!("failed to wait for resources termination: {e}");
-                event(ctx, ks, EventType::Warning, "TerminationFailed", &msg, &rev).await;
-            }
-        }
-        Err(e) => {
-            event(
-                ctx,
-                ks,
-                EventType::Warning,
-                PRUNE_FAILED_REASON,
-                &e.to_string(),
-                &rev,
-            )
-            .await;
-            return Err(ReconcileError::Finalize(e.to_string()));
         }
     }
     remove_finalizer(api, ks, FLUX_FINALIZER).await?;
@@ -1012,6 +1143,15 @@ mod tests {
         let (refused, warned) = unsupported_fields(&ks(v).spec);
         assert_eq!(refused, vec!["decryption"]);
         assert_eq!(warned, vec!["healthCheckExprs"]);
+        let mut v = base();
+        v["spec"]["kubeConfig"] = json!({"secretRef": {"name": "remote"}});
+        assert!(unsupported_fields(&ks(v).spec).0.is_empty());
+        let mut v = base();
+        v["spec"]["kubeConfig"] = json!({"configMapRef": {"name": "cloud"}});
+        assert_eq!(
+            unsupported_fields(&ks(v).spec).0,
+            vec!["kubeConfig.configMapRef"]
+        );
         let (r, w) = unsupported_fields(&ks(base()).spec);
         assert!(r.is_empty() && w.is_empty());
     }
@@ -1109,5 +1249,59 @@ mod tests {
         let a = manifests_digest(&[json!({"a": 1})]);
         assert_ne!(a, manifests_digest(&[json!({"a": 2})]));
         assert!(a.starts_with("sha256:"));
+    }
+
+    fn secret(data: &[(&str, &str)]) -> Secret {
+        use k8s_openapi::ByteString;
+        let mut sec: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "kc", "namespace": "apps"}
+        }))
+        .unwrap();
+        sec.data = Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
+        sec
+    }
+
+    #[test]
+    fn kubeconfig_key_order() {
+        let both = secret(&[("value", "A"), ("value.yaml", "B"), ("custom", "C")]);
+        assert_eq!(kubeconfig_from_secret(&both, None).unwrap(), "A");
+        assert_eq!(kubeconfig_from_secret(&both, Some("custom")).unwrap(), "C");
+        let yaml_only = secret(&[("value.yaml", "B")]);
+        assert_eq!(kubeconfig_from_secret(&yaml_only, None).unwrap(), "B");
+        let err = kubeconfig_from_secret(&yaml_only, Some("custom")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "kubeconfig secret 'apps/kc' has no key 'custom'"
+        );
+        let err = kubeconfig_from_secret(&secret(&[]), None).unwrap_err();
+        assert!(err.to_string().contains("'value' or 'value.yaml'"), "{err}");
+    }
+
+    fn kubeconfig(user: &str, cluster_extra: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6443\n{cluster_extra}contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n{user}"
+        )
+    }
+
+    #[tokio::test]
+    async fn remote_config_is_sanitized() {
+        let ok = remote_config(&kubeconfig("    token: abc\n", ""))
+            .await
+            .unwrap();
+        assert_eq!(ok.cluster_url.to_string(), "https://127.0.0.1:6443/");
+        assert_eq!(ok.connect_timeout, Some(Duration::from_secs(30)));
+        let exec = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n";
+        let err = remote_config(&kubeconfig(exec, "")).await.unwrap_err();
+        assert!(err.to_string().contains("exec"), "{err}");
+        let insecure = "    insecure-skip-tls-verify: true\n";
+        let err = remote_config(&kubeconfig("    token: abc\n", insecure))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("insecure"), "{err}");
+        assert!(remote_config("not: [a kubeconfig").await.is_err());
     }
 }
