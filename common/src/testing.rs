@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// What to check for one controller binary.
@@ -96,7 +97,15 @@ impl CliCheck<'_> {
             std::thread::sleep(Duration::from_millis(100));
         }
         assert_eq!(http_get(health, "/healthz").map(|r| r.0), Some(200));
-        let body = http_get(metrics, "/metrics").unwrap().1;
+        // Readiness comes with the client; the controller registers its series right after.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let body = loop {
+            let body = http_get(metrics, "/metrics").unwrap().1;
+            if body.contains(self.expected_metric) || Instant::now() > deadline {
+                break body;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
         // The /version probe went through the instrumented, throttled client.
         let series = format!(
             "rest_client_requests_total{{code=\"200\",host=\"127.0.0.1:{api}\",method=\"GET\"}} "
@@ -142,10 +151,19 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A fresh scratch directory under the system temp dir.
+/// A fresh scratch directory under the system temp dir, unique within and across processes.
 pub fn scratch_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rflux-cli-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&d).unwrap();
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let d = std::env::temp_dir().join(format!(
+        "rflux-cli-{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir(&d).unwrap();
     d
 }
 
