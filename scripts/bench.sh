@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: release builds, then each benchmark prints its table. Results: target/bench/*.md
+# make bench: release builds, then each benchmark prints its table (kustomize engine, then
+# source-controller clone+package). Results: target/bench/*.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
@@ -8,3 +9,4 @@ cargo build --release -p kustomize-controller
 export RFLUX_BUILD_BIN="$target/release/kustomize-controller"
 echo "# kustomize engine" | tee "$target/bench/kustomize.md"
 cargo bench -p rflux-kustomize --bench kustomize 2>/dev/null | tee -a "$target/bench/kustomize.md"
+scripts/bench-source.sh
