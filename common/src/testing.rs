@@ -76,17 +76,20 @@ impl CliCheck<'_> {
         let health = free_port();
         let metrics = free_port();
         let dir_str = dir.display().to_string();
-        let mut child = Command::new(self.bin)
-            .args([
-                format!("--kubeconfig={}", kubeconfig.display()),
-                format!("--health-addr=127.0.0.1:{health}"),
-                format!("--metrics-addr=127.0.0.1:{metrics}"),
-            ])
-            .args(self.run_args.iter().map(|a| a.replace("{dir}", &dir_str)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = KillOnDrop(
+            Command::new(self.bin)
+                .args([
+                    format!("--kubeconfig={}", kubeconfig.display()),
+                    format!("--health-addr=127.0.0.1:{health}"),
+                    format!("--metrics-addr=127.0.0.1:{metrics}"),
+                ])
+                .args(self.run_args.iter().map(|a| a.replace("{dir}", &dir_str)))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let child = &mut child.0;
         let deadline = Instant::now() + Duration::from_secs(20);
         while http_get(health, "/readyz").map(|r| r.0) != Some(200) {
             assert!(Instant::now() < deadline, "readyz never became 200");
@@ -139,6 +142,18 @@ impl CliCheck<'_> {
         assert_eq!(status.code(), Some(0), "{stderr}");
         assert!(stderr.contains("shutting down gracefully"), "{stderr}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Kills the child process when a failed assertion unwinds past it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
