@@ -15,10 +15,11 @@
 //! Each test holds `<e2e state>/crds.lock` so the CRD compatibility test cannot swap CRDs meanwhile.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -26,151 +27,13 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::reconcile::{Context, reconcile};
-use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::Kustomization;
 use rflux_common::runtime::conditions;
 use rflux_common::runtime::{CancellationToken, EventRecorder};
-use rflux_e2e::{ControlPlane, lock_file, repo_root, state_root};
+use rflux_e2e::{ControlPlane, lock_file, state_root};
 use serde_json::{Value, json};
-use source_controller::artifact::{package_to_file, serve_listener};
-
-/// Installs our CRD `name` from `manifests/crds/<file>` when absent; waits until established.
-async fn ensure_crd(client: &Client, name: &str, file: &str) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds.get_opt(name).await?.is_none() {
-        let text = std::fs::read_to_string(repo_root().join("manifests/crds").join(file))?;
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(&text).map_err(|e| anyhow!("parsing CRD {file}: {e}"))?;
-        crds.create(&PostParams::default(), &crd).await?;
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let crd = crds.get(name).await?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("CRD {name} not established");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Serves packaged artifacts and publishes them on GitRepositories.
-struct Publisher {
-    storage: tempfile::TempDir,
-    addr: std::net::SocketAddr,
-    client: Client,
-    ns: String,
-}
-
-impl Publisher {
-    /// Writes `files` into a fresh directory, packages it, and sets it as `repo`'s artifact at
-    /// revision `main@sha1:<commit>`. Returns the revision.
-    async fn publish(&self, repo: &str, commit: u32, files: &[(&str, &str)]) -> String {
-        let src = tempfile::tempdir().unwrap();
-        for (path, content) in files {
-            let p = src.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, content).unwrap();
-        }
-        let file = format!("{repo}-{commit}.tar.gz");
-        let digest = package_to_file(src.path(), &self.storage.path().join(&file), None).unwrap();
-        let size = std::fs::metadata(self.storage.path().join(&file))
-            .unwrap()
-            .len();
-        let revision = format!("main@sha1:{commit:040x}");
-        let api: Api<GitRepository> = Api::namespaced(self.client.clone(), &self.ns);
-        if api.get_opt(repo).await.unwrap().is_none() {
-            let obj: GitRepository = serde_json::from_value(json!({
-                "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-                "metadata": {"name": repo, "namespace": self.ns},
-                "spec": {"url": "https://git.invalid/repo.git", "interval": "10m",
-                         "ref": {"branch": "main"}}
-            }))
-            .unwrap();
-            api.create(&PostParams::default(), &obj).await.unwrap();
-        }
-        let status = json!({"status": {
-            "observedGeneration": 1,
-            "artifact": {
-                "path": format!("gitrepository/{}/{repo}/{file}", self.ns),
-                "url": format!("http://{}/{file}", self.addr),
-                "revision": revision,
-                "digest": digest,
-                "lastUpdateTime": "2026-01-01T00:00:00Z",
-                "size": size,
-            },
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "Succeeded",
-                "message": format!("stored artifact for revision '{revision}'"),
-                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1
-            }]
-        }});
-        api.patch_status(repo, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
-        revision
-    }
-}
-
-fn kustomization(ns: &str, name: &str, repo: &str, path: &str, extra: Value) -> Kustomization {
-    let mut spec = json!({
-        "interval": "10m", "retryInterval": "1m", "timeout": "30s", "prune": true, "path": path,
-        "targetNamespace": ns,
-        "sourceRef": {"kind": "GitRepository", "name": repo}
-    });
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        for (k, v) in e {
-            s.insert(k.clone(), v.clone());
-        }
-    }
-    serde_json::from_value(json!({
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-        "metadata": {"name": name, "namespace": ns}, "spec": spec
-    }))
-    .unwrap()
-}
-
-/// Reads the object fresh and runs one reconcile; returns the object afterwards.
-async fn run_once(api: &Api<Kustomization>, ctx: &Arc<Context>, name: &str) -> Kustomization {
-    let obj = api.get(name).await.unwrap();
-    reconcile(Arc::new(obj), ctx.clone()).await.unwrap();
-    api.get(name).await.unwrap()
-}
-
-fn ready(ks: &Kustomization) -> (String, String, String) {
-    let conds = ks
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let c = conditions::get(&conds, "Ready")
-        .cloned()
-        .unwrap_or_else(|| panic!("no Ready condition on {}: {conds:?}", ks.name_any()));
-    (c.status, c.reason, c.message)
-}
-
-fn cm_file(name: &str, value: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n"
-    )
-}
-
-async fn cm_value(cms: &Api<ConfigMap>, name: &str) -> Option<String> {
-    cms.get_opt(name)
-        .await
-        .unwrap()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .and_then(|c| c.data)
-        .and_then(|d| d.get("value").cloned())
-}
+use source_controller::artifact::serve_listener;
+use support::*;
 
 type ServerHandle = tokio::task::JoinHandle<Result<(), String>>;
 
