@@ -27,7 +27,7 @@ use rflux_common::runtime::conditions;
 use rflux_common::runtime::controller::{ControllerSettings, run_controller};
 use rflux_common::runtime::metrics::Metrics;
 use rflux_common::runtime::{CancellationToken, EventRecorder};
-use rflux_e2e::{ControlPlane, lock_file, state_root};
+use rflux_e2e::ControlPlane;
 use serde_json::json;
 use source_controller::artifact::serve_listener;
 use support::*;
@@ -36,25 +36,7 @@ use support::*;
 async fn kustomization_reconcile_pipeline() {
     let cp = ControlPlane::shared().await.unwrap();
     let client = cp.client().await.unwrap();
-    let lock_path = state_root().join("crds.lock");
-    let _lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
-        .await
-        .unwrap()
-        .unwrap();
-    ensure_crd(
-        &client,
-        "gitrepositories.source.toolkit.fluxcd.io",
-        "gitrepositories.yaml",
-    )
-    .await
-    .unwrap();
-    ensure_crd(
-        &client,
-        "kustomizations.kustomize.toolkit.fluxcd.io",
-        "kustomizations.yaml",
-    )
-    .await
-    .unwrap();
+    let _lock = lock_crds_and_install(&client).await;
     let ns = cp.create_namespace("ksrec").await.unwrap();
 
     // Artifact server on loopback.

@@ -30,7 +30,7 @@ use kustomize_controller::reconcile::{Context, reconcile};
 use rflux_common::api::kustomization::Kustomization;
 use rflux_common::runtime::conditions;
 use rflux_common::runtime::{CancellationToken, EventRecorder};
-use rflux_e2e::{ControlPlane, lock_file, state_root};
+use rflux_e2e::ControlPlane;
 use serde_json::{Value, json};
 use source_controller::artifact::serve_listener;
 use support::*;
@@ -55,25 +55,7 @@ struct Harness {
 async fn harness(prefix: &str) -> Harness {
     let cp = ControlPlane::shared().await.unwrap();
     let client = cp.client().await.unwrap();
-    let lock_path = state_root().join("crds.lock");
-    let lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
-        .await
-        .unwrap()
-        .unwrap();
-    ensure_crd(
-        &client,
-        "gitrepositories.source.toolkit.fluxcd.io",
-        "gitrepositories.yaml",
-    )
-    .await
-    .unwrap();
-    ensure_crd(
-        &client,
-        "kustomizations.kustomize.toolkit.fluxcd.io",
-        "kustomizations.yaml",
-    )
-    .await
-    .unwrap();
+    let lock = lock_crds_and_install(&client).await;
     let ns = cp.create_namespace(prefix).await.unwrap();
     let storage = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

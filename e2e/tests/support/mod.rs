@@ -14,9 +14,34 @@ use kustomize_controller::reconcile::{Context, reconcile};
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::Kustomization;
 use rflux_common::runtime::conditions;
-use rflux_e2e::repo_root;
+use rflux_e2e::{lock_file, repo_root, state_root};
 use serde_json::{Value, json};
 use source_controller::artifact::package_to_file;
+
+/// Takes `<e2e state>/crds.lock` (so the CRD compatibility test cannot swap CRDs meanwhile) and
+/// installs our GitRepository and Kustomization CRDs when absent. Hold the returned lock.
+pub async fn lock_crds_and_install(client: &Client) -> std::fs::File {
+    let lock_path = state_root().join("crds.lock");
+    let lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
+        .await
+        .unwrap()
+        .unwrap();
+    ensure_crd(
+        client,
+        "gitrepositories.source.toolkit.fluxcd.io",
+        "gitrepositories.yaml",
+    )
+    .await
+    .unwrap();
+    ensure_crd(
+        client,
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "kustomizations.yaml",
+    )
+    .await
+    .unwrap();
+    lock
+}
 
 /// Installs our CRD `name` from `manifests/crds/<file>` when absent; waits until established.
 pub async fn ensure_crd(client: &Client, name: &str, file: &str) -> anyhow::Result<()> {
