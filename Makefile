@@ -7,13 +7,14 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/rflux/target
 export RFLUX_E2E_BIN ?= $(HOME)/.cache/gitops-e2e/bin
 E2E := $(CARGO_TARGET_DIR)/debug/rflux-e2e
 
-.PHONY: all build lint test unit e2e-bins env-up env-down env-status run bench manifests deps clean-env
+.PHONY: all build lint test unit e2e-bins env-up env-down env-status run bench bench-fleet manifests deps clean-env static flux-cli flux-bins interop
 
 all: build
 
-## deps: install what the tests need from Debian (sshd for the SSH git server)
+## deps: install what the tests need from Debian (sshd for the SSH git server, prometheus for the dashboards test)
 deps:
 	@command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
+	@command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 ## build: every crate, debug
 build:
@@ -43,7 +44,7 @@ env-status:
 	$(E2E) status
 
 ## test: unit tests and e2e tests; starts (and afterwards stops) the control plane and git server
-test: deps lint e2e-bins
+test: deps lint e2e-bins flux-cli
 	$(CARGO) build --workspace --all-targets
 	$(E2E) up
 	set -o pipefail; status=0; \
@@ -61,10 +62,40 @@ unit:
 run: env-up
 	scripts/run.sh
 
-## bench: benchmarks (kustomize build vs kubectl kustomize, packaging throughput)
+## bench: benchmarks (kustomize build vs kubectl kustomize, packaging throughput);
+## `make bench FLEET=1` also runs the long fleet benchmark against Flux (bench-fleet)
 bench:
 	scripts/bench.sh
+	@if [ "$(FLEET)" = 1 ]; then $(MAKE) bench-fleet; fi
+
+## bench-fleet: N Kustomizations, ours vs Flux side by side (docs/benchmarks.md); FLEET_N="100 500 1000"
+FLEET_N ?= 100
+bench-fleet: e2e-bins
+	FLEET_PLOT=1 scripts/bench-fleet.sh $(FLEET_N)
 
 ## manifests: regenerate the CRDs from the Rust types
 manifests:
 	$(CARGO) run -q -p rflux-common --bin crdgen
+
+## static: release binaries of both controllers, statically linked (glibc, crt-static), as the images
+## carry them; then checks them (file/ldd say static, --help runs). Takes minutes: not part of `make test`.
+STATIC_TARGET ?= x86_64-unknown-linux-gnu
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(STATIC_TARGET) -p source-controller -p kustomize-controller
+	scripts/check-static.sh $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/source-controller $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/kustomize-controller
+
+## flux-cli: only Flux's `flux` CLI (the flux_cli e2e tests of `make test` drive our controllers with it)
+flux-cli:
+	e2e/flux/build.sh flux
+
+## flux-bins: build Flux's `flux` CLI, source-controller and kustomize-controller from the Go module proxy
+## into ~/.cache/gitops-e2e/flux-bin (e2e/flux/build.sh; skips what is up to date; the first build is long)
+flux-bins:
+	e2e/flux/build.sh
+
+## interop: the `flux` CLI tests and the interop tests against Flux's own controllers (RFLUX_INTEROP=1),
+## on the control plane named "flux", which is stopped afterwards (docs/flux-compat.md)
+interop: deps e2e-bins flux-bins
+	$(CARGO) build -p source-controller -p kustomize-controller -p rflux-e2e --bin rflux-e2e
+	status=0; RFLUX_INTEROP=1 $(CARGO) test -p rflux-e2e --test flux_cli --test flux_interop -- --test-threads=4 || status=$$?; \
+	  $(E2E) down --name flux; exit $$status

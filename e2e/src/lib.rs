@@ -12,6 +12,7 @@
 //! `RFLUX_E2E_BIN`).
 
 mod control_plane;
+pub mod flux;
 mod git_server;
 mod pki;
 pub mod process;

@@ -49,6 +49,7 @@ mod oid;
 pub mod pack;
 pub mod pktline;
 pub mod protocol;
+pub mod submodule;
 mod transport;
 pub mod url;
 mod walk;
@@ -60,6 +61,7 @@ pub use object::{Commit, ObjectKind, Signature, Tag};
 pub use oid::ObjectId;
 pub use pack::{Limits, ObjectStore};
 pub use protocol::RemoteRef;
+pub use submodule::{SubmoduleConfig, parse_gitmodules, resolve_submodule_url, submodule_for_path};
 pub use walk::{SparseFilter, WalkEntry, walk_tree};
 
 use protocol::Advertisement;
@@ -446,6 +448,23 @@ impl FetchedCommit {
     /// The objects received.
     pub fn store(&self) -> &ObjectStore {
         &self.store
+    }
+
+    /// The contents of the blob `name` at the top of the commit's tree (for example
+    /// `.gitmodules`), or `None` when there is no such file.
+    pub fn root_file(&self, name: &str) -> Result<Option<&[u8]>, GitError> {
+        let root = self.store.get_kind(&self.commit.tree, ObjectKind::Tree)?;
+        for entry in object::tree_entries(root) {
+            let entry = entry?;
+            if entry.name == name.as_bytes()
+                && !entry.is_tree()
+                && !entry.is_gitlink()
+                && entry.mode != object::mode::SYMLINK
+            {
+                return self.store.get_kind(&entry.oid, ObjectKind::Blob).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// Walks the commit's tree (see [`walk_tree`]).

@@ -12,12 +12,14 @@ use clap::{Parser, Subcommand};
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::inventory::parse_custom_stage_kinds;
 use kustomize_controller::reconcile::{Context, reconcile};
+use kustomize_controller::source_watch::{SourceRevisions, dependents};
+use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
 use rflux_common::runtime::client::load_config;
 use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, parse_feature_gates};
 use rflux_common::runtime::{
-    KustomizeControllerFlags, Manager, RuntimeError, init_logging, run_controller,
+    KustomizeControllerFlags, Manager, RuntimeError, init_logging, run_controller_with,
 };
 use rflux_kustomize::{BuildOptions, LoadRestrictor};
 
@@ -139,6 +141,9 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     let strict = gates
         .iter()
         .any(|(name, on)| name == "StrictPostBuildSubstitutions" && *on);
+    let additive_cel = gates
+        .iter()
+        .any(|(name, on)| name == "AdditiveCELDependencyCheck" && *on);
     // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
     let controller_metrics = manager
         .metrics
@@ -152,6 +157,7 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
             ctx.no_cross_namespace_refs = flags.no_cross_namespace_refs;
             ctx.default_service_account = mgr.flags.default_service_account.clone();
             ctx.strict_substitutions = strict;
+            ctx.additive_cel_dependency_check = additive_cel;
             ctx.override_managers = flags.override_manager.clone();
             ctx.custom_stage_kinds = parse_custom_stage_kinds(
                 &flags
@@ -167,7 +173,10 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 concurrency: concurrent,
                 label_selector: mgr.flags.watch_label_selector.clone(),
             };
-            run_controller(
+            // A new source revision reconciles the Kustomizations that use it at once.
+            let repos = mgr.watch_api::<GitRepository>();
+            let revisions = SourceRevisions::default();
+            run_controller_with(
                 mgr.watch_api::<Kustomization>(),
                 settings,
                 controller_metrics,
@@ -176,6 +185,20 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 Arc::new(ctx),
                 reconcile,
                 stop.clone(),
+                move |controller| {
+                    let store = controller.store();
+                    controller.watches(
+                        repos,
+                        kube::runtime::watcher::Config::default(),
+                        move |repo: GitRepository| match revisions.changed(&repo) {
+                            Some(revision) => {
+                                let all = store.state();
+                                dependents(&repo, &revision, all.iter().map(AsRef::as_ref))
+                            }
+                            None => Vec::new(),
+                        },
+                    )
+                },
             )
             .await;
             Ok(())

@@ -36,8 +36,9 @@ use sha2::{Digest, Sha256};
 use crate::apply::{
     ApplyOptions, ChangeSet, Owner, Resolver, apply_all_with, compile_ignore_rules,
 };
+use crate::cel::{HealthExprs, INVALID_CEL_EXPRESSION_REASON, ReadyExpr, TERMINAL_ERROR_MESSAGE};
 use crate::fetch::ArtifactFetcher;
-use crate::health::{wait_for_with, wait_targets};
+use crate::health::{wait_for_applied, wait_for_with_exprs, wait_targets};
 use crate::inventory::{self, ObjectRef, split_api_version};
 use crate::prune::{FinalizeAction, finalize, finalize_action, prune};
 use crate::substitute::post_build;
@@ -87,6 +88,9 @@ pub struct Context {
     pub override_managers: Vec<String>,
     /// `--custom-apply-stage-kinds`, parsed.
     pub custom_stage_kinds: Vec<(String, String)>,
+    /// `AdditiveCELDependencyCheck` feature gate: a `dependsOn[].readyExpr` is checked in
+    /// addition to the built-in readiness rules instead of replacing them.
+    pub additive_cel_dependency_check: bool,
     /// Impersonating clients, by user name.
     clients: Mutex<HashMap<String, Client>>,
 }
@@ -111,6 +115,7 @@ impl Context {
             strict_substitutions: false,
             override_managers: Vec::new(),
             custom_stage_kinds: Vec::new(),
+            additive_cel_dependency_check: false,
             clients: Mutex::new(HashMap::new()),
         }
     }
@@ -331,8 +336,9 @@ pub const NOT_IMPLEMENTED_REASON: &str = "NotImplemented";
 pub fn unsupported_fields(spec: &KustomizationSpec) -> (Vec<&'static str>, Vec<&'static str>) {
     // Refused: acting without them would apply the wrong thing or to the wrong cluster.
     let mut refused = Vec::new();
-    // Warned: the reconcile is still correct without them, only less strict.
-    let mut warned = Vec::new();
+    // Warned: the reconcile is still correct without them, only less strict. None today
+    // (healthCheckExprs and dependsOn[].readyExpr are implemented in `cel.rs`).
+    let warned = Vec::new();
     for f in spec.set_fields() {
         match f {
             "decryption" => refused.push(f),
@@ -344,28 +350,25 @@ pub fn unsupported_fields(spec: &KustomizationSpec) -> (Vec<&'static str>, Vec<&
             {
                 refused.push("kubeConfig.configMapRef")
             }
-            "healthCheckExprs" => warned.push(f),
             _ => {}
         }
-    }
-    if spec
-        .depends_on
-        .iter()
-        .flatten()
-        .any(|d| d.ready_expr.is_some())
-    {
-        warned.push("dependsOn[].readyExpr");
     }
     (refused, warned)
 }
 
-/// The objects named in `spec.healthChecks` (namespace defaults to the Kustomization's).
+/// The objects named in `spec.healthChecks` (namespace defaults to the Kustomization's; an
+/// empty `apiVersion` means `apps/v1`, as in Flux, for the testdata's `kind: Deployment` checks).
 pub fn health_check_refs(spec: &KustomizationSpec, namespace: &str) -> Vec<ObjectRef> {
     spec.health_checks
         .iter()
         .flatten()
         .map(|h| {
-            let (group, version) = split_api_version(h.api_version.as_deref().unwrap_or("v1"));
+            let api_version = h
+                .api_version
+                .as_deref()
+                .filter(|v| !v.is_empty())
+                .unwrap_or("apps/v1");
+            let (group, version) = split_api_version(api_version);
             ObjectRef {
                 group: group.to_string(),
                 version: version.to_string(),
@@ -405,14 +408,44 @@ pub fn dependency_blocker(
     None
 }
 
-/// The history digest: sha256 over the built objects.
-pub fn manifests_digest(objects: &[Value]) -> String {
-    let mut h = Sha256::new();
-    for o in objects {
-        h.update(o.to_string().as_bytes());
-        h.update(b"\n---\n");
+/// CEL (helper O): the `dependsOn[].readyExpr` check of one dependency. `Ok(None)`: ready;
+/// `Ok(Some(msg))`: not ready (or the evaluation failed), retried; `Err(msg)`: the expression
+/// does not compile, a terminal configuration error (Flux's texts).
+pub fn ready_expr_blocker(
+    expr: &str,
+    ks: &Kustomization,
+    dep: &Kustomization,
+) -> Result<Option<String>, String> {
+    let compiled = ReadyExpr::compile(expr).map_err(|e| {
+        format!(
+            "{TERMINAL_ERROR_MESSAGE}: failed to evaluate dependency {}: {e}",
+            dep.name_any()
+        )
+    })?;
+    let id = format!("{}/{}", dep.namespace().unwrap_or_default(), dep.name_any());
+    let as_value = |k: &Kustomization| serde_json::to_value(k).map_err(|e| e.to_string());
+    let (this, other) = match (as_value(ks), as_value(dep)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            return Ok(Some(format!(
+                "failed to convert Kustomization to unstructured: {e}"
+            )));
+        }
+    };
+    match compiled.eval(&this, &other) {
+        Ok(true) => Ok(None),
+        Ok(false) => Ok(Some(format!(
+            "dependency '{id}' is not ready according to readyExpr eval"
+        ))),
+        Err(e) => Ok(Some(e.to_string())),
     }
-    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// The history digest: sha256 of the built objects as the YAML stream kustomize prints, in build
+/// order (Flux digests the same bytes, so both controllers record the same digest).
+pub fn manifests_digest(objects: &[Value]) -> String {
+    let yaml = rflux_kustomize::to_yaml_stream(objects);
+    format!("sha256:{}", hex::encode(Sha256::digest(yaml.as_bytes())))
 }
 
 /// Records one reconciliation in `history` (newest first, at most [`HISTORY_LIMIT`]): the same
@@ -642,6 +675,7 @@ pub async fn reconcile(
                     RECONCILIATION_SUCCEEDED_REASON,
                     ev_msg,
                     done.revision,
+                    false,
                 ),
             )
         }
@@ -649,15 +683,23 @@ pub async fn reconcile(
             if let Some(rev) = &f.revision {
                 status.last_attempted_revision = Some(rev.clone());
             }
+            if f.reason == INVALID_CEL_EXPRESSION_REASON {
+                // CEL (helper O): a terminal configuration error is observed (Flux).
+                status.observed_generation = generation;
+            }
             if f.retry == Retry::Never {
                 cond::mark_stalled(&mut conds, f.reason, &f.message, generation, now);
             } else {
+                // Like Flux, Reconciling keeps the message of the stage that was in progress.
+                let progress = cond::get(&conds, RECONCILING)
+                    .filter(|c| c.status == "True" && c.reason == PROGRESSING_REASON)
+                    .map_or_else(|| f.message.clone(), |c| c.message.clone());
                 cond::mark_false(&mut conds, READY, f.reason, &f.message, generation, now);
                 cond::mark_true(
                     &mut conds,
                     RECONCILING,
                     PROGRESSING_WITH_RETRY_REASON,
-                    &f.message,
+                    &progress,
                     generation,
                     now,
                 );
@@ -673,19 +715,29 @@ pub async fn reconcile(
                 Retry::Never => no_requeue(),
             };
             let rev = f.revision.unwrap_or_default();
-            (action, (EventType::Warning, f.reason, f.message, rev))
+            // Flux only logs a missing source or artifact (no event) while it waits for it.
+            let quiet = f.retry == Retry::Dependency && f.reason == ARTIFACT_FAILED_REASON;
+            if quiet {
+                tracing::info!(message = %f.message, "waiting for the source");
+            }
+            (
+                action,
+                (EventType::Warning, f.reason, f.message, rev, quiet),
+            )
         }
     };
     status.conditions = Some(conds);
     patch_status(&api, &ks.name_any(), &status).await?;
-    let (t, reason, msg, rev) = ev;
+    let (t, reason, msg, rev, quiet) = ev;
     // A dependency wait is routine: Flux records it at info severity.
     let t = if reason == DEPENDENCY_NOT_READY_REASON {
         EventType::Normal
     } else {
         t
     };
-    event(&ctx, ks, t, reason, &msg, &rev).await;
+    if !quiet {
+        event(&ctx, ks, t, reason, &msg, &rev).await;
+    }
     Ok(action)
 }
 
@@ -705,6 +757,19 @@ impl Pipeline<'_> {
         let spec = &self.ks.spec;
         let ns = self.ks.namespace().unwrap_or_default();
         let generation = self.ks.meta().generation;
+
+        // CEL (helper O): compile healthCheckExprs once per reconcile; an invalid expression
+        // is terminal (Stalled InvalidCELExpression), checked before anything else.
+        let health_exprs = HealthExprs::compile(
+            spec.health_check_exprs.as_deref().unwrap_or_default(),
+        )
+        .map_err(|e| {
+            Failure::new(
+                INVALID_CEL_EXPRESSION_REASON,
+                format!("{TERMINAL_ERROR_MESSAGE}: {e}"),
+                Retry::Never,
+            )
+        })?;
 
         let (refused, warned) = unsupported_fields(spec);
         if warned.is_empty() {
@@ -744,8 +809,8 @@ impl Pipeline<'_> {
             conds,
             PROGRESSING_REASON,
             &format!(
-                "Fetching manifests for revision {revision} with digest {}",
-                artifact.digest
+                "Fetching manifests for revision {revision} with a timeout of {}",
+                format_go_duration(timeout)
             ),
             generation,
             Timestamp::now(),
@@ -778,9 +843,32 @@ impl Pipeline<'_> {
                 Failure::new(ARTIFACT_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
             })?;
 
-        // Stage: build.
+        // Stage: build. Like Flux, a missing path is an artifact failure, found before building.
         let root = dir.path().to_path_buf();
         let path = spec.path.clone().unwrap_or_else(|| "./".into());
+        let build_dir = rflux_kustomize::flux::secure_join(&root, Path::new(&path));
+        if !build_dir.exists() {
+            return Err(Failure::new(
+                ARTIFACT_FAILED_REASON,
+                format!(
+                    "kustomization path not found: stat {}: no such file or directory",
+                    build_dir.display()
+                ),
+                Retry::Interval,
+            )
+            .at(&revision));
+        }
+        // Flux reports each stage on the Reconciling condition; a failure keeps the last one.
+        cond::mark_reconciling(
+            conds,
+            PROGRESSING_REASON,
+            &format!(
+                "Building manifests for revision {revision} with a timeout of {}",
+                format_go_duration(timeout)
+            ),
+            generation,
+            Timestamp::now(),
+        );
         let overrides = overrides_from_spec(spec);
         let built = tokio::task::spawn_blocking(move || {
             rflux_kustomize::build_flux(&root, Path::new(&path), &overrides)
@@ -815,6 +903,16 @@ impl Pipeline<'_> {
         let digest = manifests_digest(&objects);
 
         // Stage: apply (as the service account).
+        cond::mark_reconciling(
+            conds,
+            PROGRESSING_REASON,
+            &format!(
+                "Detecting drift for revision {revision} with a timeout of {}",
+                format_go_duration(timeout)
+            ),
+            generation,
+            Timestamp::now(),
+        );
         let client = self.ctx.apply_client(self.ks).await.map_err(|e| {
             Failure::new(RECONCILIATION_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
         })?;
@@ -882,12 +980,15 @@ impl Pipeline<'_> {
             None
         } else {
             let started = Instant::now();
-            wait_for_with(&resolver, &targets, timeout)
-                .await
-                .map_err(|e| {
-                    Failure::new(HEALTH_CHECK_FAILED_REASON, e.to_string(), Retry::Interval)
-                        .at(&revision)
-                })?;
+            let waited = if spec.wait() {
+                wait_for_applied(&resolver, &targets, timeout, &health_exprs).await
+            } else {
+                wait_for_with_exprs(&resolver, &targets, timeout, &health_exprs).await
+            };
+            waited.map_err(|e| {
+                Failure::new(HEALTH_CHECK_FAILED_REASON, e.to_string(), Retry::Interval)
+                    .at(&revision)
+            })?;
             Some(format!(
                 "Health check passed in {}",
                 format_go_duration(started.elapsed())
@@ -986,6 +1087,25 @@ impl Pipeline<'_> {
             let api: Api<Kustomization> = Api::namespaced(self.ctx.client.clone(), &dep_ns);
             match api.get_opt(&d.name).await {
                 Ok(Some(dep)) => {
+                    // CEL (helper O): readyExpr replaces the built-in check unless the
+                    // AdditiveCELDependencyCheck gate is on.
+                    if let Some(expr) = d.ready_expr.as_deref().filter(|e| !e.is_empty()) {
+                        match ready_expr_blocker(expr, self.ks, &dep) {
+                            Err(terminal) => {
+                                return Err(Failure::new(
+                                    INVALID_CEL_EXPRESSION_REASON,
+                                    terminal,
+                                    Retry::Never,
+                                ));
+                            }
+                            Ok(Some(b)) => {
+                                blockers.push(b);
+                                continue;
+                            }
+                            Ok(None) if !self.ctx.additive_cel_dependency_check => continue,
+                            Ok(None) => {}
+                        }
+                    }
                     if let Some(b) = dependency_blocker(&dep, source_ns, self.ks, revision) {
                         blockers.push(b);
                     }
@@ -1140,9 +1260,11 @@ mod tests {
         let mut v = base();
         v["spec"]["decryption"] = json!({"provider": "sops"});
         v["spec"]["healthCheckExprs"] = json!([{"apiVersion": "v1", "current": "true"}]);
+        v["spec"]["dependsOn"] = json!([{"name": "dep", "readyExpr": "true"}]);
         let (refused, warned) = unsupported_fields(&ks(v).spec);
         assert_eq!(refused, vec!["decryption"]);
-        assert_eq!(warned, vec!["healthCheckExprs"]);
+        // CEL fields are implemented (helper O): not reported any more.
+        assert!(warned.is_empty(), "{warned:?}");
         let mut v = base();
         v["spec"]["kubeConfig"] = json!({"secretRef": {"name": "remote"}});
         assert!(unsupported_fields(&ks(v).spec).0.is_empty());
@@ -1161,7 +1283,9 @@ mod tests {
         let mut v = base();
         v["spec"]["healthChecks"] = json!([
             {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            {"kind": "ConfigMap", "name": "c", "namespace": "other"}
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "namespace": "other"},
+            {"kind": "Deployment", "name": "backend"},
+            {"apiVersion": "", "kind": "Deployment", "name": "frontend"}
         ]);
         let refs = health_check_refs(&ks(v).spec, "apps");
         assert_eq!(refs[0].group, "apps");
@@ -1169,6 +1293,13 @@ mod tests {
         assert_eq!(refs[1].group, "");
         assert_eq!(refs[1].version, "v1");
         assert_eq!(refs[1].namespace, "other");
+        for r in &refs[2..] {
+            assert_eq!(
+                (r.group.as_str(), r.version.as_str()),
+                ("apps", "v1"),
+                "{r:?}"
+            );
+        }
     }
 
     fn ready_dep(generation: i64, observed: i64, applied: &str) -> Kustomization {
@@ -1205,6 +1336,43 @@ mod tests {
         let mut other = ready_dep(1, 1, "r0");
         other.spec.source_ref.name = "other".into();
         assert_eq!(dependency_blocker(&other, "apps", &me, "r1"), None);
+    }
+
+    #[test]
+    fn ready_expr_rules() {
+        let mut me = base();
+        me["metadata"]["labels"] = json!({"tier": "web"});
+        let me = ks(me);
+        let mut dep = ready_dep(1, 1, "r0");
+        dep.metadata.labels = Some(BTreeMap::from([("tier".to_string(), "web".to_string())]));
+        let same_tier = "dep.metadata.labels.tier == self.metadata.labels.tier";
+        assert_eq!(ready_expr_blocker(same_tier, &me, &dep), Ok(None));
+        dep.metadata.labels = Some(BTreeMap::from([("tier".to_string(), "db".to_string())]));
+        assert_eq!(
+            ready_expr_blocker(same_tier, &me, &dep),
+            Ok(Some(
+                "dependency 'apps/dep' is not ready according to readyExpr eval".to_string()
+            ))
+        );
+        // An evaluation error is retried, not terminal.
+        let missing = ready_expr_blocker("dep.status.nothing == 1", &me, &dep)
+            .unwrap()
+            .unwrap();
+        assert!(
+            missing.starts_with("failed to evaluate the CEL expression"),
+            "{missing}"
+        );
+        // A compile error is terminal.
+        let err = ready_expr_blocker("dep.status.(", &me, &dep).unwrap_err();
+        assert!(
+            err.starts_with(
+                "Reconciliation failed terminally due to configuration error: \
+                 failed to evaluate dependency dep: failed to parse the CEL expression 'dep.status.('"
+            ),
+            "{err}"
+        );
+        let err = ready_expr_blocker("foo == 1", &me, &dep).unwrap_err();
+        assert!(err.contains("undeclared reference to 'foo'"), "{err}");
     }
 
     #[test]

@@ -183,16 +183,27 @@ pub fn build(dir: &Path, opts: &BuildOptions) -> Result<Vec<Resource>> {
 
 /// Builds an already loaded kustomization.
 pub(crate) fn build_loaded(ldr: &Loader, k: &Kustomization) -> Result<Vec<Resource>> {
+    build_loaded_with(ldr, k, true)
+}
+
+/// Like [`build_loaded`]; `default_sort` false keeps kustomize's accumulation order when the
+/// kustomization has no `sortOptions` (the library default Flux builds with: krusty `Options`
+/// with an empty `Reorder`), true sorts in the legacy order as `kustomize build` does.
+pub(crate) fn build_loaded_with(
+    ldr: &Loader,
+    k: &Kustomization,
+    default_sort: bool,
+) -> Result<Vec<Resource>> {
     let mut ctx = Ctx {
         schema: Schema::builtin(),
         root: ldr.root.clone(),
     };
     let mut acc = Acc::new();
     accumulate(ldr, k, &mut acc, &mut ctx)?;
-    finish(acc, k)
+    finish(acc, k, default_sort)
 }
 
-fn finish(mut acc: Acc, k: &Kustomization) -> Result<Vec<Resource>> {
+fn finish(mut acc: Acc, k: &Kustomization, default_sort: bool) -> Result<Vec<Resource>> {
     let build_meta = k.str_list("buildMetadata")?;
     for m in &build_meta {
         if ![
@@ -263,13 +274,15 @@ fn finish(mut acc: Acc, k: &Kustomization) -> Result<Vec<Resource>> {
         })
         .map(|i| i.res)
         .collect();
-    apply_sort(&mut out, k)?;
+    apply_sort(&mut out, k, default_sort)?;
     Ok(out)
 }
 
-fn apply_sort(out: &mut [Resource], k: &Kustomization) -> Result<()> {
+fn apply_sort(out: &mut [Resource], k: &Kustomization, default_sort: bool) -> Result<()> {
     let Some(so) = k.get("sortOptions") else {
-        sort::legacy_sort(out);
+        if default_sort {
+            sort::legacy_sort(out);
+        }
         return Ok(());
     };
     match so.get("order").and_then(Value::as_str).unwrap_or("legacy") {

@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::build::{build_loaded, load_kustomization};
+use crate::build::{build_loaded_with, load_kustomization};
 use crate::error::{KustomizeError, Result};
 use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization};
 use crate::loader::{BuildOptions, LoadRestrictor, Loader};
@@ -80,7 +80,9 @@ pub fn build_flux(root: &Path, path: &Path, overrides: &FluxOverrides) -> Result
         generate_kustomization(&ldr)?
     };
     overlay(&ldr, &mut k, overrides)?;
-    let mut out = build_loaded(&ldr, &k)?;
+    // Flux's build does not sort (the objects stay in kustomize's accumulation order) unless
+    // the kustomization sets sortOptions; the order shows in the history digest.
+    let mut out = build_loaded_with(&ldr, &k, false)?;
     if !overrides.common_labels.is_empty() || !overrides.common_annotations.is_empty() {
         for r in out.iter_mut() {
             for (field, pairs) in [

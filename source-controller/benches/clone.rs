@@ -115,7 +115,7 @@ async fn ours(url: &str, storage: &Storage, run: usize) -> OursRun {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     let dir2 = dir.clone();
-    tokio::task::spawn_blocking(move || write_tree(&fetched, &dir2, &[], false))
+    tokio::task::spawn_blocking(move || write_tree(&fetched, &dir2, &[]).map(|_| ()))
         .await
         .unwrap()
         .unwrap();

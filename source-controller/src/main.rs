@@ -8,17 +8,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates, parse_listen_addr};
-use rflux_common::runtime::{
-    Manager, RuntimeError, SourceControllerFlags, init_logging, run_controller,
-};
+use rflux_common::runtime::{Manager, RuntimeError, SourceControllerFlags, init_logging};
 use source_controller::artifact::{
     ArtifactError, DigestAlgorithm, Storage, StorageOptions, advertised_address, package_to_file,
     serve,
 };
-use source_controller::gitrepository::{CONTROLLER_NAME, Context, reconcile};
+use source_controller::gitrepository::{CONTROLLER_NAME, Context, run_gitrepository_controller};
 
 /// Flux-compatible source-controller.
 #[derive(Debug, Parser)]
@@ -171,14 +171,14 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                 concurrency: concurrent,
                 label_selector: mgr.flags.watch_label_selector.clone(),
             };
-            run_controller(
+            run_gitrepository_controller(
                 mgr.watch_api::<GitRepository>(),
+                mgr.watch_api::<PartialObjectMeta<Secret>>(),
                 settings,
                 controller_metrics,
                 mgr.flags.min_retry_delay,
                 mgr.flags.max_retry_delay,
                 ctx,
-                reconcile,
                 stop.clone(),
             )
             .await;

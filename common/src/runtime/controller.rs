@@ -95,6 +95,40 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    run_controller_with(
+        api,
+        settings,
+        metrics,
+        min_retry,
+        max_retry,
+        ctx,
+        reconcile,
+        shutdown,
+        |c| c,
+    )
+    .await;
+}
+
+/// [`run_controller`] with a hook that may add triggers to the kube-runtime [`Controller`]
+/// before it runs (for example `watches` on Secrets mapped through `Controller::store`).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_controller_with<K, Ctx, F, Fut, E>(
+    api: Api<K>,
+    settings: ControllerSettings,
+    metrics: ControllerMetrics,
+    min_retry: std::time::Duration,
+    max_retry: std::time::Duration,
+    ctx: Arc<Ctx>,
+    reconcile: F,
+    shutdown: CancellationToken,
+    configure: impl FnOnce(Controller<K>) -> Controller<K>,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    F: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut wc = watcher::Config::default();
     if !settings.label_selector.trim().is_empty() {
         wc = wc.labels(settings.label_selector.trim());
@@ -114,7 +148,7 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
     });
     let reconcile = Arc::new(reconcile);
     let shutdown_fut = shutdown.clone().cancelled_owned();
-    let run = Controller::for_stream(stream, reader)
+    let run = configure(Controller::for_stream(stream, reader))
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown_fut)
         .run(

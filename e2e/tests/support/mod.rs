@@ -2,6 +2,8 @@
 //! publisher (package a tree, serve it, patch a GitRepository's status), object builders.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod procs;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

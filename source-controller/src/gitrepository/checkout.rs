@@ -4,7 +4,12 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use rflux_git::{FetchedCommit, GitError, SparseFilter, WalkEntry};
+use rflux_git::{
+    FetchedCommit, GitError, ObjectId, Remote, SparseFilter, WalkEntry, fetch_commit,
+    parse_gitmodules, submodule_for_path,
+};
+
+use super::auth::url_redacted;
 
 /// Why a checkout or include copy failed.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +22,17 @@ pub enum CheckoutError {
         #[source]
         source: io::Error,
     },
-    #[error("submodule '{0}' cannot be checked out: recurseSubmodules is not supported yet")]
-    Submodule(String),
+    #[error("failed to fetch submodule '{path}' from '{url}': {source}")]
+    Submodule {
+        path: String,
+        url: String,
+        #[source]
+        source: GitError,
+    },
+    #[error("no URL for submodule path '{0}' in .gitmodules")]
+    SubmoduleUrl(String),
+    #[error("checkout task failed: {0}")]
+    Task(String),
     #[error("sparse checkout dir '{0}' does not exist")]
     SparseMissing(String),
     #[error("illegal path '{0}'")]
@@ -45,20 +59,27 @@ pub fn secure_join(root: &Path, rel: &str) -> Result<PathBuf, CheckoutError> {
     Ok(out)
 }
 
-/// Writes the commit's tree under `dir`: regular files with their executable bit, empty
-/// directories for submodules (like a checkout without `--recurse-submodules`); symlinks are
-/// skipped (the archive skips them anyway). With `recurse_submodules`, a submodule is an error.
+/// A submodule (gitlink) met while writing a tree: its path and the commit it pins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gitlink {
+    pub path: String,
+    pub oid: ObjectId,
+}
+
+/// Writes the commit's tree under `dir`: regular files with their executable bit, and an empty
+/// directory for each submodule (like a checkout without `--recurse-submodules`); symlinks are
+/// skipped (the archive skips them anyway). Returns the submodules found, in tree order.
 pub fn write_tree(
     fetched: &FetchedCommit,
     dir: &Path,
     sparse: &[String],
-    recurse_submodules: bool,
-) -> Result<(), CheckoutError> {
+) -> Result<Vec<Gitlink>, CheckoutError> {
     let filter = if sparse.is_empty() {
         SparseFilter::all()
     } else {
         SparseFilter::new(sparse)
     };
+    let mut gitlinks = Vec::new();
     fetched.walk_tree::<CheckoutError, _>(&filter, |entry| match entry {
         WalkEntry::File {
             path, mode, data, ..
@@ -76,12 +97,14 @@ pub fn write_tree(
             }
             Ok(())
         }
-        WalkEntry::Submodule { path, .. } => {
-            if recurse_submodules {
-                return Err(CheckoutError::Submodule(path.to_string()));
-            }
+        WalkEntry::Submodule { path, oid } => {
             let target = secure_join(dir, path)?;
-            fs::create_dir_all(&target).map_err(io_err(format!("create dir {path}")))
+            fs::create_dir_all(&target).map_err(io_err(format!("create dir {path}")))?;
+            gitlinks.push(Gitlink {
+                path: path.to_string(),
+                oid,
+            });
+            Ok(())
         }
     })?;
     for s in sparse {
@@ -93,7 +116,77 @@ pub fn write_tree(
             return Err(CheckoutError::SparseMissing(s.clone()));
         }
     }
-    Ok(())
+    Ok(gitlinks)
+}
+
+/// How deep nested submodules are followed (go-git's default recursion depth, as Flux uses).
+pub const MAX_SUBMODULE_DEPTH: usize = 10;
+
+/// Writes `fetched` under `dir` (see [`write_tree`]); with `recurse_submodules`, also fetches
+/// each submodule from the URL `.gitmodules` gives it (resolved against `remote`'s URL) at the
+/// commit its gitlink pins, and writes it in place, recursively up to
+/// [`MAX_SUBMODULE_DEPTH`] levels. Credentials follow only to the same endpoint
+/// ([`Remote::for_submodule`]).
+pub async fn checkout(
+    fetched: FetchedCommit,
+    remote: &Remote,
+    dir: PathBuf,
+    sparse: Vec<String>,
+    recurse_submodules: bool,
+) -> Result<(), CheckoutError> {
+    checkout_level(fetched, remote.clone(), dir, sparse, recurse_submodules, 0).await
+}
+
+fn checkout_level(
+    fetched: FetchedCommit,
+    remote: Remote,
+    dir: PathBuf,
+    sparse: Vec<String>,
+    recurse: bool,
+    depth: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CheckoutError>> + Send>> {
+    Box::pin(async move {
+        let (fetched, gitlinks, dir) =
+            tokio::task::spawn_blocking(move || -> Result<_, CheckoutError> {
+                let gitlinks = write_tree(&fetched, &dir, &sparse)?;
+                Ok((fetched, gitlinks, dir))
+            })
+            .await
+            .map_err(|e| CheckoutError::Task(e.to_string()))??;
+        if !recurse || gitlinks.is_empty() {
+            return Ok(());
+        }
+        if depth >= MAX_SUBMODULE_DEPTH {
+            tracing::info!(
+                depth,
+                "submodule recursion depth reached; nested submodules are left empty"
+            );
+            return Ok(());
+        }
+        let configs = match fetched.root_file(".gitmodules")? {
+            Some(data) => parse_gitmodules(data)?,
+            None => Vec::new(),
+        };
+        drop(fetched);
+        for link in gitlinks {
+            let url = submodule_for_path(&configs, &link.path)
+                .and_then(|c| c.url.clone())
+                .ok_or_else(|| CheckoutError::SubmoduleUrl(link.path.clone()))?;
+            let sub_remote = remote.for_submodule(&url)?;
+            let shown = url_redacted(&sub_remote.url);
+            tracing::debug!(path = %link.path, url = %shown, commit = %link.oid, "fetching submodule");
+            let sub = fetch_commit(&sub_remote, &link.oid)
+                .await
+                .map_err(|source| CheckoutError::Submodule {
+                    path: link.path.clone(),
+                    url: shown.clone(),
+                    source,
+                })?;
+            let target = secure_join(&dir, &link.path)?;
+            checkout_level(sub, sub_remote, target, Vec::new(), true, depth + 1).await?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(unix)]

@@ -3,9 +3,12 @@
 
 pub mod auth;
 pub mod checkout;
+pub mod controller;
 pub mod reconcile;
 pub mod refs;
 pub mod semver;
 pub mod status;
+pub mod verify;
 
+pub use controller::run_gitrepository_controller;
 pub use reconcile::{CONTROLLER_NAME, Context, KIND_DIR, ReconcileError, reconcile};

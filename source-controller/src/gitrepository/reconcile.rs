@@ -18,7 +18,7 @@ use rflux_git::{GitError, Remote, Session};
 use serde_json::{Value, json};
 
 use super::auth::{SecretData, auth_from_secret, proxy_from_secret, url_redacted, validate_url};
-use super::checkout::{CheckoutError, copy_include, write_tree};
+use super::checkout::{CheckoutError, checkout, copy_include};
 use super::refs::{RefError, RefSelector, Resolved};
 use super::status::{self as st, Severity, StageError};
 use crate::artifact::{ArtifactError, IgnoreRules, Storage, git_artifact_file_name};
@@ -353,17 +353,8 @@ async fn pipeline(
             ),
         ));
     }
-    if spec.verify.is_some() {
-        // Fail closed: never hand out an artifact the user asked to have verified.
-        status.source_verification_mode = None;
-        return Err(StageError::generic(
-            st::SOURCE_VERIFIED,
-            st::VERIFICATION_ERROR,
-            "signature verification (spec.verify) is not supported yet by this source-controller"
-                .to_string(),
-        ));
-    }
-    status.source_verification_mode = None;
+    // [spec.verify] Drop a previous SourceVerified=False (recomputed below, after the fetch).
+    st::reset_verification(status, spec);
     let timeout = parse_go_duration(spec.timeout()).map_err(|e| {
         StageError::stalling(
             st::FETCH_FAILED,
@@ -550,6 +541,33 @@ async fn pipeline(
     };
     let subject = fetched.commit.message.clone();
 
+    // [spec.verify] Signature verification of the fetched commit and/or tag (verify.rs).
+    if let Some(v) = &spec.verify {
+        let keys = read_secret(&ctx.client, ns, &v.secret_ref.name)
+            .await
+            .map_err(|e| {
+                StageError::generic(
+                    st::SOURCE_VERIFIED,
+                    st::VERIFICATION_ERROR,
+                    format!("public keys secret error: {e}"),
+                )
+            })?;
+        let mode = v.effective_mode();
+        let message =
+            super::verify::verify_fetched(mode, &selector, &resolved.name, &fetched, &keys)
+                .map_err(|e| st::verification_failed(&e))?;
+        st::source_verified(status, mode, &message, generation, now());
+        record(
+            ctx,
+            obj,
+            EventType::Trace,
+            cond::SUCCEEDED_REASON,
+            &message,
+            &[],
+        )
+        .await;
+    }
+
     // Checkout into a temp dir, then copy includes.
     let tmp = tempfile::Builder::new()
         .prefix(&format!("{KIND_DIR}-{ns}-{name}-"))
@@ -576,27 +594,25 @@ async fn pipeline(
             inc.repository.name.clone(),
         ));
     }
-    let dir2 = dir.clone();
-    let checkout =
-        tokio::task::spawn_blocking(move || -> Result<(), (bool, CheckoutError, String)> {
-            write_tree(&fetched, &dir2, &sparse, recurse).map_err(|e| (true, e, String::new()))?;
-            for (archive, from, to, name) in &local_includes {
-                copy_include(archive, from, &dir2, to).map_err(|e| (false, e, name.clone()))?;
-            }
-            Ok(())
-        })
+    // The tree, and with recurseSubmodules its submodules (fetched here), then the includes.
+    checkout(fetched, &remote, dir.clone(), sparse, recurse)
         .await
-        .map_err(|e| git_failed(format!("checkout task failed: {e}")))?;
-    if let Err((is_git, e, inc_name)) = checkout {
-        return Err(if is_git {
-            git_failed(e)
-        } else {
-            StageError::generic(
-                st::STORAGE_OPERATION_FAILED,
-                "CopyFailure",
-                format!("failed to copy '{inc_name}' include: {e}"),
-            )
-        });
+        .map_err(git_failed)?;
+    let dir2 = dir.clone();
+    let copied = tokio::task::spawn_blocking(move || -> Result<(), (CheckoutError, String)> {
+        for (archive, from, to, name) in &local_includes {
+            copy_include(archive, from, &dir2, to).map_err(|e| (e, name.clone()))?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| git_failed(format!("checkout task failed: {e}")))?;
+    if let Err((e, inc_name)) = copied {
+        return Err(StageError::generic(
+            st::STORAGE_OPERATION_FAILED,
+            "CopyFailure",
+            format!("failed to copy '{inc_name}' include: {e}"),
+        ));
     }
 
     // Package and store.

@@ -1,7 +1,9 @@
 //! Pure status/condition transitions of the GitRepository reconciler (flux-spec §1.6–§1.8).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use rflux_common::api::gitrepository::{GitRepositorySpec, GitRepositoryStatus};
+use rflux_common::api::gitrepository::{
+    GitRepositorySpec, GitRepositoryStatus, GitVerificationMode,
+};
 use rflux_common::api::meta::{Artifact as ApiArtifact, revisions_equal};
 use rflux_common::runtime::conditions::{
     self as cond, GIT_REPOSITORY_SUMMARY, READY, RECONCILING, STALLED, SUCCEEDED_REASON,
@@ -156,7 +158,73 @@ pub fn artifact_up_to_date(
             ARTIFACT_IN_STORAGE,
         )
         && !observed_fields_changed(spec, status)
+        && !requires_verification(spec, status)
         && incl_same
+}
+
+/// Whether the source must be (re)verified: `spec.verify` is set and the last verified mode is
+/// missing, or covered only the tag (HEAD now wanted) or only HEAD (the tag now wanted).
+pub fn requires_verification(spec: &GitRepositorySpec, status: &GitRepositoryStatus) -> bool {
+    let Some(v) = &spec.verify else {
+        return false;
+    };
+    let wanted = v.effective_mode();
+    let Some(observed) = status.source_verification_mode.as_deref() else {
+        return true;
+    };
+    let wants_head = matches!(
+        wanted,
+        GitVerificationMode::Head | GitVerificationMode::TagAndHead
+    );
+    let wants_tag = matches!(
+        wanted,
+        GitVerificationMode::Tag | GitVerificationMode::TagAndHead
+    );
+    (observed == GitVerificationMode::Tag.as_str() && wants_head)
+        || (observed == GitVerificationMode::Head.as_str() && wants_tag)
+}
+
+/// Start of the source stage: a previous `SourceVerified=False` is dropped (it is recomputed);
+/// without `spec.verify`, the verified mode and the condition are cleared.
+pub fn reset_verification(status: &mut GitRepositoryStatus, spec: &GitRepositorySpec) {
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    if spec.verify.is_none() {
+        status.source_verification_mode = None;
+        cond::delete(conds, SOURCE_VERIFIED);
+    } else if cond::is_false(conds, SOURCE_VERIFIED) {
+        cond::delete(conds, SOURCE_VERIFIED);
+    }
+}
+
+/// The signatures verified: `SourceVerified=True/Succeeded` with the verification message and
+/// the verified mode recorded.
+pub fn source_verified(
+    status: &mut GitRepositoryStatus,
+    mode: GitVerificationMode,
+    message: &str,
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    status.source_verification_mode = Some(mode.normalized().as_str().to_string());
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::mark_true(
+        conds,
+        SOURCE_VERIFIED,
+        SUCCEEDED_REASON,
+        message,
+        Some(generation),
+        now,
+    );
+}
+
+/// Maps a verification failure to the stage error (condition SourceVerified=False).
+pub fn verification_failed(e: &super::verify::VerificationError) -> StageError {
+    let (condition, reason, message) = (SOURCE_VERIFIED, e.reason(), e.to_string());
+    if e.is_stalling() {
+        StageError::stalling(condition, reason, message)
+    } else {
+        StageError::generic(condition, reason, message)
+    }
 }
 
 /// Step 5: `Reconciling=True` at the start of a reconcile. Returns true when the generation
@@ -495,6 +563,88 @@ mod tests {
         assert!(artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
         artifact_missing(&mut st, 1, now());
         assert!(!artifact_up_to_date(&spec, &st, "main@sha1:aaa", &[]));
+    }
+
+    #[test]
+    fn verification_conditions_and_reverification() {
+        use rflux_common::api::gitrepository::GitRepositoryVerification;
+        let mut spec = GitRepositorySpec {
+            verify: Some(GitRepositoryVerification {
+                mode: Some(GitVerificationMode::Tag),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut st = GitRepositoryStatus::default();
+        assert!(requires_verification(&spec, &st));
+        begin(&mut st, 1, now());
+        source_verified(
+            &mut st,
+            GitVerificationMode::Tag,
+            "verified signature of\n\t- tag",
+            1,
+            now(),
+        );
+        artifact_stored(&mut st, &spec, art("v1@sha1:aaa"), vec![], 1, now());
+        finish(&mut st, Ok(()), 1, None, now());
+        assert!(cond::is_true(conds(&st), READY));
+        assert_eq!(st.source_verification_mode.as_deref(), Some("Tag"));
+        assert!(!requires_verification(&spec, &st));
+        assert!(artifact_up_to_date(&spec, &st, "v1@sha1:aaa", &[]));
+        // HEAD (or TagAndHEAD) now wanted, only the tag was verified: verify again.
+        spec.verify.as_mut().unwrap().mode = Some(GitVerificationMode::LowercaseHead);
+        assert!(requires_verification(&spec, &st));
+        assert!(!artifact_up_to_date(&spec, &st, "v1@sha1:aaa", &[]));
+        spec.verify.as_mut().unwrap().mode = Some(GitVerificationMode::TagAndHead);
+        assert!(requires_verification(&spec, &st));
+
+        // A failed verification: SourceVerified=False drives Ready=False, the artifact stays.
+        begin(&mut st, 2, now());
+        let err = StageError::generic(
+            SOURCE_VERIFIED,
+            "InvalidCommitSignature",
+            "signature verification of commit 'abc' failed: no".into(),
+        );
+        record_failure(&mut st, &err, 2, now());
+        finish(&mut st, Err(&err), 2, None, now());
+        let c = conds(&st);
+        assert!(cond::is_false(c, SOURCE_VERIFIED));
+        assert!(cond::is_false(c, READY));
+        assert_eq!(cond::get_reason(c, READY), Some("InvalidCommitSignature"));
+        assert_eq!(
+            cond::get_message(c, READY),
+            Some("signature verification of commit 'abc' failed: no")
+        );
+        assert!(st.artifact.is_some());
+        // The next attempt starts without the stale False; dropping spec.verify clears all.
+        reset_verification(&mut st, &spec);
+        assert!(cond::get(conds(&st), SOURCE_VERIFIED).is_none());
+        source_verified(&mut st, GitVerificationMode::TagAndHead, "ok", 2, now());
+        reset_verification(&mut st, &spec);
+        assert!(cond::is_true(conds(&st), SOURCE_VERIFIED));
+        spec.verify = None;
+        reset_verification(&mut st, &spec);
+        assert!(cond::get(conds(&st), SOURCE_VERIFIED).is_none());
+        assert_eq!(st.source_verification_mode, None);
+        assert!(!requires_verification(&spec, &st));
+    }
+
+    #[test]
+    fn invalid_verification_mode_stalls() {
+        let e = super::super::verify::VerificationError::NoTagReference;
+        let se = verification_failed(&e);
+        assert_eq!(se.severity, Severity::Stalling);
+        let mut st = GitRepositoryStatus::default();
+        begin(&mut st, 1, now());
+        record_failure(&mut st, &se, 1, now());
+        finish(&mut st, Err(&se), 1, None, now());
+        let c = conds(&st);
+        assert!(cond::is_true(c, STALLED));
+        assert_eq!(cond::get_reason(c, READY), Some("InvalidVerificationMode"));
+        assert_eq!(
+            cond::get_reason(c, SOURCE_VERIFIED),
+            Some("InvalidVerificationMode")
+        );
     }
 
     #[test]
