@@ -63,6 +63,18 @@ impl Running {
     }
 }
 
+/// Asserts that a `flux get` command succeeded and that its `demo` row reads (NAME REVISION
+/// SUSPENDED READY MESSAGE) revision `rev`, not suspended, ready; returns the row.
+fn ready_row<'a>(out: &'a rflux_e2e::flux::CliOutput, rev: &str) -> &'a str {
+    assert!(out.success(), "{out}");
+    let row = Running::row(&out.stdout, "demo");
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[1], rev, "{row}");
+    assert_eq!(cols[2], "False", "{row}");
+    assert_eq!(cols[3], "True", "{row}");
+    row
+}
+
 #[tokio::test]
 async fn flux_get_sources_and_kustomizations() {
     let r = setup("fluxcli-get").await;
@@ -70,25 +82,14 @@ async fn flux_get_sources_and_kustomizations() {
     let rev = format!("main@sha1:{}", &r.sha[..8]);
 
     let out = r.flux(&["get", "sources", "git"]).await;
-    assert!(out.success(), "{out}");
-    let row = Running::row(&out.stdout, "demo");
-    let cols: Vec<&str> = row.split_whitespace().collect();
-    // NAME REVISION SUSPENDED READY MESSAGE
-    assert_eq!(cols[1], rev, "{row}");
-    assert_eq!(cols[2], "False", "{row}");
-    assert_eq!(cols[3], "True", "{row}");
+    let row = ready_row(&out, &rev);
     assert!(
         row.contains(&format!("stored artifact for revision '{rev}'")),
         "{row}"
     );
 
     let out = r.flux(&["get", "kustomizations"]).await;
-    assert!(out.success(), "{out}");
-    let row = Running::row(&out.stdout, "demo");
-    let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cols[1], rev, "{row}");
-    assert_eq!(cols[2], "False", "{row}");
-    assert_eq!(cols[3], "True", "{row}");
+    let row = ready_row(&out, &rev);
     assert!(row.contains(&format!("Applied revision: {rev}")), "{row}");
 
     // `flux get all` lists both kinds.

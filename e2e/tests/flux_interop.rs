@@ -104,15 +104,7 @@ async fn snapshot(env: &Env, name: &str) -> Value {
     let mut gr_status = serde_json::to_value(gr.status.as_ref().unwrap()).unwrap();
     // gzip output differs between Go's compress/gzip and ours (docs/artifacts.md), so the
     // compressed digest and size differ; the tar stream inside must be byte-identical.
-    let url = gr
-        .status
-        .as_ref()
-        .unwrap()
-        .artifact
-        .as_ref()
-        .unwrap()
-        .url
-        .clone();
+    let url = support::gitrepo_artifact(&gr).url.clone();
     let tar = tokio::task::spawn_blocking(move || gunzip(&http_get(&url).unwrap()).unwrap())
         .await
         .unwrap();
@@ -156,21 +148,19 @@ fn object_view(o: &Value) -> Value {
     })
 }
 
-#[tokio::test]
-async fn our_artifacts_feed_fluxs_kustomize_controller() {
-    if !enabled("our_artifacts_feed_fluxs_kustomize_controller") {
-        return;
-    }
-    let mut env = Env::new("interop-rs-fk", true).await;
-    let _sc = env.start_source_controller(Impl::Rflux);
-    let _kc = env.start_kustomize_controller(Impl::Flux);
+/// One implementation's source-controller feeds the other's kustomize-controller: the first
+/// commit is applied, then a new commit is packaged and applied.
+async fn source_feeds_kustomize(ns_prefix: &str, source: Impl, kustomize: Impl) {
+    let mut env = Env::new(ns_prefix, true).await;
+    let _sc = env.start_source_controller(source);
+    let _kc = env.start_kustomize_controller(kustomize);
     env.create_app("demo", "./deploy").await;
     let sha = env.repo.head().unwrap();
     let ks = env.wait_ks_applied("demo", &sha, TIMEOUT).await;
     assert_eq!(env.cm_value("demo-a").await.as_deref(), Some("one"));
     assert_eq!(ks.status.unwrap().inventory.unwrap().entries.len(), 3);
 
-    // A new commit: our source-controller packages it, Flux's controller applies it.
+    // A new commit: the source-controller packages it, the other kustomize-controller applies it.
     let new_sha = env.push_value("two");
     env.request_source_reconcile("demo").await;
     env.wait_ks_applied("demo", &new_sha, TIMEOUT).await;
@@ -178,23 +168,19 @@ async fn our_artifacts_feed_fluxs_kustomize_controller() {
 }
 
 #[tokio::test]
+async fn our_artifacts_feed_fluxs_kustomize_controller() {
+    if !enabled("our_artifacts_feed_fluxs_kustomize_controller") {
+        return;
+    }
+    source_feeds_kustomize("interop-rs-fk", Impl::Rflux, Impl::Flux).await;
+}
+
+#[tokio::test]
 async fn fluxs_artifacts_feed_our_kustomize_controller() {
     if !enabled("fluxs_artifacts_feed_our_kustomize_controller") {
         return;
     }
-    let mut env = Env::new("interop-fs-rk", true).await;
-    let _sc = env.start_source_controller(Impl::Flux);
-    let _kc = env.start_kustomize_controller(Impl::Rflux);
-    env.create_app("demo", "./deploy").await;
-    let sha = env.repo.head().unwrap();
-    let ks = env.wait_ks_applied("demo", &sha, TIMEOUT).await;
-    assert_eq!(env.cm_value("demo-a").await.as_deref(), Some("one"));
-    assert_eq!(ks.status.unwrap().inventory.unwrap().entries.len(), 3);
-
-    let new_sha = env.push_value("two");
-    env.request_source_reconcile("demo").await;
-    env.wait_ks_applied("demo", &new_sha, TIMEOUT).await;
-    assert_eq!(env.cm_value("demo-a").await.as_deref(), Some("two"));
+    source_feeds_kustomize("interop-fs-rk", Impl::Flux, Impl::Rflux).await;
 }
 
 #[tokio::test]

@@ -48,7 +48,7 @@ use rflux_e2e::{ControlPlane, GitServer, repo_root};
 use serde_json::{Value, json};
 use support::procs::{
     Binaries, ControllerOptions, Controllers, apply_value, install_crds, ks_condition, ks_ready,
-    wait_for,
+    wait_for, wait_ks, wait_list_empty,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(240);
@@ -136,41 +136,24 @@ async fn apply_all(client: &Client, objs: &[Value]) {
 async fn wait_ready(client: &Client, ctl: &mut Controllers, ns: &str, name: &str) -> Kustomization {
     let api: Api<Kustomization> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
-    let res = wait_for(
+    let ks = wait_ks(
+        &api,
+        ctl,
         TIMEOUT,
+        name,
         &format!("Kustomization {ns}/{name} Ready"),
-        || async {
-            let ks = api.get(name).await?;
-            Ok(ks_ready(&ks).then_some(ks))
-        },
+        ks_ready,
     )
     .await;
-    match res {
-        Ok(ks) => {
-            println!(
-                "{ns}/{name}: Ready after {:.1}s at {}",
-                started.elapsed().as_secs_f64(),
-                ks.status
-                    .as_ref()
-                    .and_then(|s| s.last_applied_revision.clone())
-                    .unwrap_or_default()
-            );
-            ks
-        }
-        Err(e) => {
-            let status = api
-                .get(name)
-                .await
-                .map(|k| serde_json::to_string_pretty(&k.status).unwrap())
-                .unwrap_or_default();
-            let alive = ctl
-                .check_alive()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            panic!("{e}\nstatus: {status}\n{alive}\n{}", ctl.log_tails(40));
-        }
-    }
+    println!(
+        "{ns}/{name}: Ready after {:.1}s at {}",
+        started.elapsed().as_secs_f64(),
+        ks.status
+            .as_ref()
+            .and_then(|s| s.last_applied_revision.clone())
+            .unwrap_or_default()
+    );
+    ks
 }
 
 fn applied_revision(ks: &Kustomization) -> String {
@@ -581,44 +564,26 @@ async fn flux_testdata_with_podinfo() {
         api.delete_collection(&DeleteParams::default(), &ListParams::default())
             .await
             .unwrap();
-        let res = wait_for(
+        wait_list_empty(
+            api,
+            &ctl,
             TIMEOUT,
             &format!("Kustomizations in {n} finalized"),
-            || async {
-                Ok(api
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .is_empty()
-                    .then_some(()))
-            },
         )
         .await;
-        if let Err(e) = res {
-            panic!("{e}\n{}", ctl.log_tails(40));
-        }
     }
     for n in [ns.as_str(), "impersonation", kubectl_ns] {
         let api: Api<GitRepository> = Api::namespaced(client.clone(), n);
         let _ = api
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await;
-        let res = wait_for(
+        wait_list_empty(
+            &api,
+            &ctl,
             TIMEOUT,
             &format!("GitRepositories in {n} finalized"),
-            || async {
-                Ok(api
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .is_empty()
-                    .then_some(()))
-            },
         )
         .await;
-        if let Err(e) = res {
-            panic!("{e}\n{}", ctl.log_tails(40));
-        }
     }
     ctl.stop();
     for n in [ns.as_str(), "oci", "impersonation"] {

@@ -27,6 +27,7 @@ use rflux_e2e::{ControlPlane, GitServer};
 use serde_json::{Value, json};
 use support::procs::{
     ControllerOptions, Controllers, apply_value, install_crds, ks_condition, ks_ready, wait_for,
+    wait_ks, wait_list_empty,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -71,31 +72,21 @@ async fn wait_ready_at(
     name: &str,
     revision: &str,
 ) -> Kustomization {
-    let res = wait_for(TIMEOUT, &format!("{name} Ready at {revision}"), || async {
-        let ks = api.get(name).await?;
-        let applied = ks
-            .status
-            .as_ref()
-            .and_then(|s| s.last_applied_revision.as_deref());
-        Ok((ks_ready(&ks) && applied == Some(revision)).then_some(ks))
-    })
-    .await;
-    match res {
-        Ok(ks) => ks,
-        Err(e) => {
-            let status = api
-                .get(name)
-                .await
-                .map(|k| serde_json::to_string_pretty(&k.status).unwrap())
-                .unwrap_or_default();
-            let alive = ctl
-                .check_alive()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            panic!("{e}\nstatus: {status}\n{alive}\n{}", ctl.log_tails(40));
-        }
-    }
+    wait_ks(
+        api,
+        ctl,
+        TIMEOUT,
+        name,
+        &format!("{name} Ready at {revision}"),
+        |ks| {
+            let applied = ks
+                .status
+                .as_ref()
+                .and_then(|s| s.last_applied_revision.as_deref());
+            ks_ready(ks) && applied == Some(revision)
+        },
+    )
+    .await
 }
 
 async fn cm_value(cms: &Api<ConfigMap>, name: &str) -> Option<String> {
@@ -416,18 +407,7 @@ async fn full_loop_with_both_controller_processes() {
     for name in ["c", "b", "a"] {
         ks_api.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    let res = wait_for(TIMEOUT, "all Kustomizations finalized", || async {
-        Ok(ks_api
-            .list(&Default::default())
-            .await?
-            .items
-            .is_empty()
-            .then_some(()))
-    })
-    .await;
-    if let Err(e) = res {
-        panic!("{e}\n{}", ctl.log_tails(40));
-    }
+    wait_list_empty(&ks_api, &ctl, TIMEOUT, "all Kustomizations finalized").await;
     ctl.check_alive().unwrap();
     repos
         .delete("repo", &DeleteParams::default())

@@ -492,18 +492,9 @@ async fn the_install_applies_on_a_cluster_and_the_deployments_become_available()
         if str_at(o, "/kind") == "CustomResourceDefinition" {
             let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
             let name = str_at(o, "/metadata/name");
-            wait_for(Duration::from_secs(30), name, || async {
-                let crd = crds.get(name).await?;
-                let established = crd
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                Ok(established.then_some(()))
-            })
-            .await
-            .unwrap_or_else(|e| panic!("CRD not established: {e:#}"));
+            support::wait_crd_established(&crds, name)
+                .await
+                .unwrap_or_else(|e| panic!("CRD not established: {e:#}"));
         }
     }
     let services: Api<k8s_openapi::api::core::v1::Service> =

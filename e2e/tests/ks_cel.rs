@@ -15,14 +15,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
-use kustomize_controller::reconcile::{Context, reconcile};
+use kustomize_controller::reconcile::reconcile;
 use rflux_common::api::kustomization::Kustomization;
 use rflux_common::runtime::conditions;
-use rflux_common::runtime::{CancellationToken, EventRecorder};
 use rflux_e2e::ControlPlane;
 use serde_json::json;
-use source_controller::artifact::serve_listener;
 use support::*;
 
 fn widget_crd(group: &str) -> CustomResourceDefinition {
@@ -79,23 +76,9 @@ async fn kustomization_cel_expressions() {
     crds.create(&PostParams::default(), &widget_crd(&group))
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let established = crds
-            .get(&format!("widgets.{group}"))
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            break;
-        }
-        assert!(Instant::now() < deadline, "Widget CRD not established");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_crd_established(&crds, &format!("widgets.{group}"))
+        .await
+        .unwrap();
     let ar = ApiResource {
         group: group.clone(),
         version: "v1".into(),
@@ -106,34 +89,11 @@ async fn kustomization_cel_expressions() {
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
 
     // Artifact server on loopback.
-    let storage = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    let server = tokio::spawn(serve_listener(storage.path().to_path_buf(), listener, {
-        let stop = stop.clone();
-        async move { stop.cancelled().await }
-    }));
-    let publisher = Publisher {
-        storage,
-        addr,
-        client: client.clone(),
-        ns: ns.clone(),
-    };
+    let (publisher, server) = serve_artifacts(&client, &ns).await;
     let cache = tempfile::tempdir().unwrap();
-    let mut fopts = FetcherOptions::new(cache.path());
-    fopts.retries = 1;
-    fopts.retry_wait_min = Duration::from_millis(100);
-    fopts.retry_wait_max = Duration::from_millis(200);
     let cp_config = cp.config().await.unwrap();
     let new_ctx = |additive: bool| {
-        let mut ctx = Context::new(
-            client.clone(),
-            cp_config.clone(),
-            EventRecorder::new(client.clone(), "kustomize-controller", "e2e"),
-            ArtifactFetcher::new(fopts.clone()).unwrap(),
-        );
-        ctx.requeue_dependency = Duration::from_secs(2);
+        let mut ctx = reconcile_context(&client, cp_config.clone(), cache.path());
         ctx.additive_cel_dependency_check = additive;
         Arc::new(ctx)
     };
@@ -163,21 +123,17 @@ async fn kustomization_cel_expressions() {
         // Kind-specific entry for another kind of the group: must not be used for Widget.
         {"apiVersion": format!("{group}/v1"), "kind": "Gadget", "current": "false"}
     ]);
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(
-                &ns,
-                "health",
-                "repo",
-                "./widget",
-                json!({"healthCheckExprs": exprs,
-                       "healthChecks": [{"apiVersion": format!("{group}/v1"), "kind": "Widget",
-                                         "name": "w1"}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_ks(
+        &ks_api,
+        &ns,
+        "health",
+        "repo",
+        "./widget",
+        json!({"healthCheckExprs": exprs,
+               "healthChecks": [{"apiVersion": format!("{group}/v1"), "kind": "Widget",
+                                 "name": "w1"}]}),
+    )
+    .await;
     let obj = ks_api.get("health").await.unwrap();
     let started = Instant::now();
     let run = tokio::spawn(reconcile(Arc::new(obj), ctx.clone()));
@@ -199,12 +155,7 @@ async fn kustomization_cel_expressions() {
         started.elapsed()
     );
     let health = ks_api.get("health").await.unwrap();
-    let (st, reason, msg) = ready(&health);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("True", "ReconciliationSucceeded"),
-        "{msg}"
-    );
+    let msg = assert_ready(&health, "True", "ReconciliationSucceeded");
     assert_eq!(msg, format!("Applied revision: {rev}"));
     let (st, reason, msg) = condition(&health, "Healthy").unwrap();
     assert_eq!(
@@ -217,12 +168,7 @@ async fn kustomization_cel_expressions() {
     // 2. `failed`: the next reconcile fails its health check at once (fail-fast).
     set_phase(&widgets, "w1", "Failed").await;
     let health = run_once(&ks_api, &ctx, "health").await;
-    let (st, reason, msg) = ready(&health);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("False", "HealthCheckFailed"),
-        "{msg}"
-    );
+    let msg = assert_ready(&health, "False", "HealthCheckFailed");
     assert!(
         msg.contains("failed early due to stalled resources")
             && msg.contains(&format!("Widget/{ns}/w1 status: 'Failed'")),
@@ -251,12 +197,7 @@ async fn kustomization_cel_expressions() {
     ks_api.create(&PostParams::default(), &b).await.unwrap();
     let not_ready = format!("dependency '{ns}/ks-a' is not ready according to readyExpr eval");
     let b_obj = run_once(&ks_api, &ctx, "ks-b").await;
-    let (st, reason, msg) = ready(&b_obj);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("False", "DependencyNotReady"),
-        "{msg}"
-    );
+    let msg = assert_ready(&b_obj, "False", "DependencyNotReady");
     assert!(msg.contains(&not_ready), "{msg}");
     // ks-a Ready: the built-in check would pass, but the expression still says no.
     let a_obj = run_once(&ks_api, &ctx, "ks-a").await;
@@ -287,34 +228,27 @@ async fn kustomization_cel_expressions() {
 
     // 4. readyExpr replaces the built-in check (ks-c is never reconciled, so never Ready),
     //    unless AdditiveCELDependencyCheck is on.
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(&ns, "ks-c", "repo", "./a", json!({"suspend": true})),
-        )
-        .await
-        .unwrap();
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(
-                &ns,
-                "ks-d",
-                "repo",
-                "./d",
-                json!({"dependsOn": [{"name": "ks-c", "readyExpr": "dep.metadata.name == 'ks-c'"}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_ks(
+        &ks_api,
+        &ns,
+        "ks-c",
+        "repo",
+        "./a",
+        json!({"suspend": true}),
+    )
+    .await;
+    create_ks(
+        &ks_api,
+        &ns,
+        "ks-d",
+        "repo",
+        "./d",
+        json!({"dependsOn": [{"name": "ks-c", "readyExpr": "dep.metadata.name == 'ks-c'"}]}),
+    )
+    .await;
     let additive = new_ctx(true);
     let d_obj = run_once(&ks_api, &additive, "ks-d").await;
-    let (st, reason, msg) = ready(&d_obj);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("False", "DependencyNotReady"),
-        "{msg}"
-    );
+    let msg = assert_ready(&d_obj, "False", "DependencyNotReady");
     assert!(
         msg.contains(&format!("dependency '{ns}/ks-c' is not ready")),
         "{msg}"
@@ -344,13 +278,7 @@ async fn kustomization_cel_expressions() {
         ),
     ];
     for (name, extra, detail) in cases {
-        ks_api
-            .create(
-                &PostParams::default(),
-                &kustomization(&ns, name, "repo", "./a", extra),
-            )
-            .await
-            .unwrap();
+        create_ks(&ks_api, &ns, name, "repo", "./a", extra).await;
         let obj = ks_api.get(name).await.unwrap();
         let action = reconcile(Arc::new(obj), ctx.clone()).await.unwrap();
         assert_eq!(action, Action::await_change(), "{name}: requeued");
@@ -402,6 +330,5 @@ async fn kustomization_cel_expressions() {
         .delete(&ns, &DeleteParams::default())
         .await
         .unwrap();
-    stop.cancel();
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

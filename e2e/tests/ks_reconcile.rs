@@ -20,16 +20,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
-use kustomize_controller::reconcile::{Context, reconcile};
+use kustomize_controller::reconcile::reconcile;
 use rflux_common::api::kustomization::Kustomization;
+use rflux_common::runtime::CancellationToken;
 use rflux_common::runtime::conditions;
 use rflux_common::runtime::controller::{ControllerSettings, run_controller};
 use rflux_common::runtime::metrics::Metrics;
-use rflux_common::runtime::{CancellationToken, EventRecorder};
 use rflux_e2e::ControlPlane;
 use serde_json::json;
-use source_controller::artifact::serve_listener;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,34 +38,14 @@ async fn kustomization_reconcile_pipeline() {
     let ns = cp.create_namespace("ksrec").await.unwrap();
 
     // Artifact server on loopback.
-    let storage = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    let server = tokio::spawn(serve_listener(storage.path().to_path_buf(), listener, {
-        let stop = stop.clone();
-        async move { stop.cancelled().await }
-    }));
-    let publisher = Publisher {
-        storage,
-        addr,
-        client: client.clone(),
-        ns: ns.clone(),
-    };
+    let (publisher, server) = serve_artifacts(&client, &ns).await;
 
     let cache = tempfile::tempdir().unwrap();
-    let mut fopts = FetcherOptions::new(cache.path());
-    fopts.retries = 1;
-    fopts.retry_wait_min = Duration::from_millis(100);
-    fopts.retry_wait_max = Duration::from_millis(200);
-    let mut ctx = Context::new(
-        client.clone(),
+    let ctx = Arc::new(reconcile_context(
+        &client,
         cp.config().await.unwrap(),
-        EventRecorder::new(client.clone(), "kustomize-controller", "e2e"),
-        ArtifactFetcher::new(fopts).unwrap(),
-    );
-    ctx.requeue_dependency = Duration::from_secs(2);
-    let ctx = Arc::new(ctx);
+        cache.path(),
+    ));
     let ks_api: Api<Kustomization> = Api::namespaced(client.clone(), &ns);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
 
@@ -84,20 +62,9 @@ async fn kustomization_reconcile_pipeline() {
             ],
         )
         .await;
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(&ns, "app", "repo", "./deploy", json!({})),
-        )
-        .await
-        .unwrap();
+    create_ks(&ks_api, &ns, "app", "repo", "./deploy", json!({})).await;
     let app = run_once(&ks_api, &ctx, "app").await;
-    let (st, reason, msg) = ready(&app);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("True", "ReconciliationSucceeded"),
-        "{msg}"
-    );
+    let msg = assert_ready(&app, "True", "ReconciliationSucceeded");
     assert_eq!(msg, format!("Applied revision: {rev1}"));
     let status = app.status.clone().unwrap();
     assert_eq!(status.last_applied_revision.as_deref(), Some(rev1.as_str()));
@@ -143,12 +110,7 @@ async fn kustomization_reconcile_pipeline() {
         )
         .await;
     let app = run_once(&ks_api, &ctx, "app").await;
-    let (st, reason, msg) = ready(&app);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("True", "ReconciliationSucceeded"),
-        "{msg}"
-    );
+    assert_ready(&app, "True", "ReconciliationSucceeded");
     assert_eq!(
         app.status
             .as_ref()
@@ -186,12 +148,7 @@ async fn kustomization_reconcile_pipeline() {
         )
         .await;
     let app = run_once(&ks_api, &ctx, "app").await;
-    let (st, reason, msg) = ready(&app);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("False", "BuildFailed"),
-        "{msg}"
-    );
+    assert_ready(&app, "False", "BuildFailed");
     let status = app.status.clone().unwrap();
     assert_eq!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
     assert_eq!(
@@ -213,34 +170,19 @@ async fn kustomization_reconcile_pipeline() {
     ];
     let files2: Vec<(&str, &str)> = files2.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let rev_other = publisher.publish("other", 7, &files2).await;
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(&ns, "ks-a", "other", "./a", json!({})),
-        )
-        .await
-        .unwrap();
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(
-                &ns,
-                "ks-b",
-                "other",
-                "./b",
-                // The built-in readiness check (readyExpr is covered by ks_cel.rs).
-                json!({"dependsOn": [{"name": "ks-a"}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_ks(&ks_api, &ns, "ks-a", "other", "./a", json!({})).await;
+    // The built-in readiness check (readyExpr is covered by ks_cel.rs).
+    create_ks(
+        &ks_api,
+        &ns,
+        "ks-b",
+        "other",
+        "./b",
+        json!({"dependsOn": [{"name": "ks-a"}]}),
+    )
+    .await;
     let b = run_once(&ks_api, &ctx, "ks-b").await;
-    let (st, reason, msg) = ready(&b);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("False", "DependencyNotReady"),
-        "{msg}"
-    );
+    let msg = assert_ready(&b, "False", "DependencyNotReady");
     assert!(msg.contains("ks-a"), "{msg}");
     assert_eq!(cm_value(&cms, "dep-b").await, None);
     let a = run_once(&ks_api, &ctx, "ks-a").await;
@@ -268,26 +210,17 @@ async fn kustomization_reconcile_pipeline() {
     )
     .await
     .unwrap();
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(
-                &ns,
-                "ks-sa",
-                "other",
-                "./sa",
-                json!({"serviceAccountName": "deployer"}),
-            ),
-        )
-        .await
-        .unwrap();
+    create_ks(
+        &ks_api,
+        &ns,
+        "ks-sa",
+        "other",
+        "./sa",
+        json!({"serviceAccountName": "deployer"}),
+    )
+    .await;
     let sa = run_once(&ks_api, &ctx, "ks-sa").await;
-    let (st, reason, msg) = ready(&sa);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        ("False", "ReconciliationFailed"),
-        "{msg}"
-    );
+    let msg = assert_ready(&sa, "False", "ReconciliationFailed");
     assert!(
         msg.contains("forbidden") && msg.contains("system:serviceaccount:"),
         "unclear denial: {msg}"
@@ -361,13 +294,15 @@ async fn kustomization_reconcile_pipeline() {
     let rev_run = publisher
         .publish("runner", 9, &[("run/cm.yaml", &cm_file("by-runner", "r"))])
         .await;
-    ks_api
-        .create(
-            &PostParams::default(),
-            &kustomization(&ns, "ks-run", "runner", "./run", json!({"wait": true})),
-        )
-        .await
-        .unwrap();
+    create_ks(
+        &ks_api,
+        &ns,
+        "ks-run",
+        "runner",
+        "./run",
+        json!({"wait": true}),
+    )
+    .await;
     let metrics = Metrics::new().unwrap();
     let runner_stop = CancellationToken::new();
     let runner = tokio::spawn(run_controller(
@@ -431,8 +366,7 @@ async fn kustomization_reconcile_pipeline() {
         .unwrap()
         .unwrap();
 
-    stop.cancel();
-    server.await.unwrap().unwrap();
+    server.stop().await;
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = nss.delete(&ns, &DeleteParams::default()).await;
 }

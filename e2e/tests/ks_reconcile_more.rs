@@ -23,19 +23,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
-use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::reconcile::{Context, reconcile};
 use rflux_common::api::kustomization::Kustomization;
 use rflux_common::runtime::conditions;
-use rflux_common::runtime::{CancellationToken, EventRecorder};
 use rflux_e2e::ControlPlane;
 use serde_json::{Value, json};
-use source_controller::artifact::serve_listener;
 use support::*;
-
-type ServerHandle = tokio::task::JoinHandle<Result<(), String>>;
 
 /// One test's world: a fresh namespace, an artifact server, an in-process reconciler context.
 struct Harness {
@@ -46,8 +41,7 @@ struct Harness {
     ctx: Arc<Context>,
     ks_api: Api<Kustomization>,
     cms: Api<ConfigMap>,
-    stop: CancellationToken,
-    server: ServerHandle,
+    server: ArtifactServer,
     _cache: tempfile::TempDir,
     _lock: std::fs::File,
 }
@@ -57,38 +51,9 @@ async fn harness(prefix: &str) -> Harness {
     let client = cp.client().await.unwrap();
     let lock = lock_crds_and_install(&client).await;
     let ns = cp.create_namespace(prefix).await.unwrap();
-    let storage = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    let root = storage.path().to_path_buf();
-    let shutdown = {
-        let stop = stop.clone();
-        async move { stop.cancelled().await }
-    };
-    let server: ServerHandle = tokio::spawn(async move {
-        serve_listener(root, listener, shutdown)
-            .await
-            .map_err(|e| e.to_string())
-    });
-    let publisher = Publisher {
-        storage,
-        addr,
-        client: client.clone(),
-        ns: ns.clone(),
-    };
+    let (publisher, server) = serve_artifacts(&client, &ns).await;
     let cache = tempfile::tempdir().unwrap();
-    let mut fopts = FetcherOptions::new(cache.path());
-    fopts.retries = 1;
-    fopts.retry_wait_min = Duration::from_millis(100);
-    fopts.retry_wait_max = Duration::from_millis(200);
-    let mut ctx = Context::new(
-        client.clone(),
-        cp.config().await.unwrap(),
-        EventRecorder::new(client.clone(), "kustomize-controller", "e2e"),
-        ArtifactFetcher::new(fopts).unwrap(),
-    );
-    ctx.requeue_dependency = Duration::from_secs(2);
+    let ctx = reconcile_context(&client, cp.config().await.unwrap(), cache.path());
     Harness {
         cp,
         ks_api: Api::namespaced(client.clone(), &ns),
@@ -97,7 +62,6 @@ async fn harness(prefix: &str) -> Harness {
         ns,
         publisher,
         ctx: Arc::new(ctx),
-        stop,
         server,
         _cache: cache,
         _lock: lock,
@@ -106,13 +70,7 @@ async fn harness(prefix: &str) -> Harness {
 
 impl Harness {
     async fn create(&self, name: &str, repo: &str, path: &str, extra: Value) {
-        self.ks_api
-            .create(
-                &PostParams::default(),
-                &kustomization(&self.ns, name, repo, path, extra),
-            )
-            .await
-            .unwrap();
+        create_ks(&self.ks_api, &self.ns, name, repo, path, extra).await;
     }
 
     /// Deletes the Kustomization and runs the finalizer; asserts it is gone.
@@ -128,22 +86,10 @@ impl Harness {
     }
 
     async fn finish(self) {
-        self.stop.cancel();
-        self.server.await.unwrap().unwrap();
+        self.server.stop().await;
         let nss: Api<Namespace> = Api::all(self.client.clone());
         let _ = nss.delete(&self.ns, &DeleteParams::default()).await;
     }
-}
-
-fn assert_ready(ks: &Kustomization, want_status: &str, want_reason: &str) -> String {
-    let (st, reason, msg) = ready(ks);
-    assert_eq!(
-        (st.as_str(), reason.as_str()),
-        (want_status, want_reason),
-        "{}: {msg}",
-        ks.name_any()
-    );
-    msg
 }
 
 fn applied_revision(ks: &Kustomization) -> Option<String> {

@@ -9,13 +9,14 @@
 //! It holds `<e2e state>/crds.lock` so the CRD compatibility test cannot swap CRDs meanwhile.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
@@ -23,50 +24,23 @@ use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::metrics::Metrics;
 use rflux_common::runtime::{CancellationToken, EventRecorder};
-use rflux_e2e::{ControlPlane, GitServer, TestRepo, lock_file, state_root};
+use rflux_e2e::{ControlPlane, GitServer, TestRepo};
 use serde_json::{Value, json};
 use source_controller::artifact::{
     Digest, DigestAlgorithm, Storage, StorageOptions, package_to_file, serve_listener,
 };
 use source_controller::gitrepository::{Context, run_gitrepository_controller};
+use support::{
+    gitrepo_artifact, gitrepo_condition as condition, lock_crds, wait_gitrepo as wait_for,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SECOND_SUBJECT: &str = "second commit with a rather long subject line that gets cut";
 const CRD_NAME: &str = "gitrepositories.source.toolkit.fluxcd.io";
 
-fn repo_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
-}
-
-/// Installs our GitRepository CRD when no GitRepository CRD is installed, and waits until it
-/// is established.
+/// Installs our GitRepository CRD when absent and waits until it is established.
 async fn ensure_crd(client: &Client) -> anyhow::Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds.get_opt(CRD_NAME).await?.is_none() {
-        let text =
-            std::fs::read_to_string(repo_root().join("manifests/crds/gitrepositories.yaml"))?;
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(&text).map_err(|e| anyhow!("parsing CRD: {e}"))?;
-        crds.create(&PostParams::default(), &crd).await?;
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let crd = crds.get(CRD_NAME).await?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("CRD {CRD_NAME} not established");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    support::ensure_crd(client, CRD_NAME, "gitrepositories.yaml").await
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
@@ -86,39 +60,6 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16
         .ok_or_else(|| anyhow!("bad status line"))?
         .parse()?;
     Ok((code, buf[split + 4..].to_vec()))
-}
-
-fn condition<'a>(
-    obj: &'a GitRepository,
-    type_: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    obj.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
-
-async fn wait_for(
-    api: &Api<GitRepository>,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&GitRepository) -> bool,
-) -> GitRepository {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let obj = api.get(name).await.unwrap();
-        if pred(&obj) {
-            return obj;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {name}: {what}; status: {}",
-            serde_json::to_string_pretty(&obj.status).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 fn ready_with(obj: &GitRepository, revision: &str) -> bool {
@@ -170,7 +111,7 @@ async fn check_served(
     storage_addr: std::net::SocketAddr,
     tree: Option<&Path>,
 ) {
-    let art = obj.status.as_ref().unwrap().artifact.as_ref().unwrap();
+    let art = gitrepo_artifact(obj);
     let prefix = format!("http://{storage_addr}/");
     let path = art
         .url
@@ -366,14 +307,7 @@ async fn gitrepository_reconciler_end_to_end() {
     check_served(&semver, storage_addr, Some(tree_second.path())).await;
     // Same tree as the branch artifact: same bytes.
     assert_eq!(
-        semver
-            .status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest,
+        gitrepo_artifact(&semver).digest,
         st.artifact.as_ref().unwrap().digest
     );
 
@@ -383,21 +317,8 @@ async fn gitrepository_reconciler_end_to_end() {
     .await;
     check_served(&commit, storage_addr, None).await;
     assert_eq!(
-        commit
-            .status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest,
-        tag.status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest
+        gitrepo_artifact(&commit).digest,
+        gitrepo_artifact(&tag).digest
     );
 
     let bad = wait_for(&api, "bad-url", "stalled", |o| {
@@ -626,15 +547,7 @@ async fn gitrepository_reconciler_end_to_end() {
             .artifact
             .clone()
             .map(|mut a| {
-                a.url = failed
-                    .status
-                    .as_ref()
-                    .unwrap()
-                    .artifact
-                    .as_ref()
-                    .unwrap()
-                    .url
-                    .clone();
+                a.url = gitrepo_artifact(&failed).url.clone();
                 a
             })
     );
@@ -661,22 +574,8 @@ async fn gitrepository_reconciler_end_to_end() {
     assert!(condition(&updated, "FetchFailed").is_none());
     check_served(&updated, storage_addr, Some(tree_third.path())).await;
     assert_ne!(
-        updated
-            .status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest,
-        basic
-            .status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest
+        gitrepo_artifact(&updated).digest,
+        gitrepo_artifact(&basic).digest
     );
 
     // No change: a reconcile keeps the artifact (same digest, new requestedAt handled).
@@ -692,21 +591,8 @@ async fn gitrepository_reconciler_end_to_end() {
     })
     .await;
     assert_eq!(
-        same.status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest,
-        updated
-            .status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest
+        gitrepo_artifact(&same).digest,
+        gitrepo_artifact(&updated).digest
     );
 
     // A corrupted artifact fails verification and is rebuilt with the same content; garbage
@@ -726,17 +612,7 @@ async fn gitrepository_reconciler_end_to_end() {
             && condition(o, "Ready").is_some_and(|c| c.status == "True")
     })
     .await;
-    assert_eq!(
-        rebuilt
-            .status
-            .as_ref()
-            .unwrap()
-            .artifact
-            .as_ref()
-            .unwrap()
-            .digest,
-        current.digest
-    );
+    assert_eq!(gitrepo_artifact(&rebuilt).digest, current.digest);
     check_served(&rebuilt, storage_addr, Some(tree_third.path())).await;
     let list = events.list(&Default::default()).await.unwrap();
     assert!(
@@ -773,14 +649,6 @@ async fn gitrepository_reconciler_end_to_end() {
 }
 
 /// Takes `<e2e state>/crds.lock`, so the CRD compatibility test cannot swap CRDs meanwhile.
-async fn lock_crds() -> std::fs::File {
-    let lock_path = state_root().join("crds.lock");
-    tokio::task::spawn_blocking(move || lock_file(&lock_path))
-        .await
-        .unwrap()
-        .unwrap()
-}
-
 /// Knobs of a [`Harness`].
 struct HarnessOptions {
     /// `--artifact-retention-ttl`.

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use rflux_common::api::gitrepository::GitRepository;
@@ -29,6 +28,7 @@ use rflux_e2e::{ControlPlane, GitServer, TestRepo};
 use serde_json::{Value, json};
 use source_controller::artifact::{Storage, StorageOptions, serve_listener};
 use source_controller::gitrepository::{Context, reconcile};
+use support::{gitrepo_condition as condition, wait_gitrepo as wait_for};
 
 fn have(tool: &str, arg: &str) -> bool {
     Command::new(tool)
@@ -184,38 +184,8 @@ fn tag_with(repo: &TestRepo, opts: &[String], sign: bool, name: &str) {
     repo.git(&args).unwrap();
 }
 
-fn condition<'a>(obj: &'a GitRepository, type_: &str) -> Option<&'a Condition> {
-    obj.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
-
 fn status_is(obj: &GitRepository, type_: &str, status: &str, reason: &str) -> bool {
     condition(obj, type_).is_some_and(|c| c.status == status && c.reason == reason)
-}
-
-async fn wait_for(
-    api: &Api<GitRepository>,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&GitRepository) -> bool,
-) -> GitRepository {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let obj = api.get(name).await.unwrap();
-        if pred(&obj) {
-            return obj;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {name}: {what}; status: {}",
-            serde_json::to_string_pretty(&obj.status).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 async fn create_secret(client: &Client, ns: &str, name: &str, data: Value) {
@@ -357,78 +327,25 @@ async fn gitrepository_signature_verification() {
 
     let url = git.http_url(repo.name());
     let with = |mode: &str, secret: &str| json!({"mode": mode, "secretRef": {"name": secret}});
-    create_gitrepo(
-        &api,
-        "head-pgp",
-        &url,
-        json!({"branch": "main"}),
-        with("HEAD", "keys"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "head-ssh",
-        &url,
-        json!({"branch": "ssh"}),
-        with("HEAD", "keys"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "head-wrong",
-        &url,
-        json!({"branch": "main"}),
-        with("HEAD", "wrong"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "no-secret",
-        &url,
-        json!({"branch": "main"}),
-        with("HEAD", "absent"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "tag",
-        &url,
-        json!({"tag": "v1.0.0"}),
-        with("Tag", "keys"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "tag-and-head",
-        &url,
-        json!({"semver": "~1.0"}),
-        with("TagAndHEAD", "keys"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "tag-unsigned",
-        &url,
-        json!({"tag": "v2.0.0"}),
-        with("Tag", "keys"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "tag-on-branch",
-        &url,
-        json!({"branch": "main"}),
-        with("Tag", "keys"),
-    )
-    .await;
-    create_gitrepo(
-        &api,
-        "moving",
-        &url,
-        json!({"branch": "moving"}),
-        with("head", "keys"),
-    )
-    .await;
+    // name, ref, verify mode, verify secret
+    for (name, reference, mode, secret) in [
+        ("head-pgp", json!({"branch": "main"}), "HEAD", "keys"),
+        ("head-ssh", json!({"branch": "ssh"}), "HEAD", "keys"),
+        ("head-wrong", json!({"branch": "main"}), "HEAD", "wrong"),
+        ("no-secret", json!({"branch": "main"}), "HEAD", "absent"),
+        ("tag", json!({"tag": "v1.0.0"}), "Tag", "keys"),
+        (
+            "tag-and-head",
+            json!({"semver": "~1.0"}),
+            "TagAndHEAD",
+            "keys",
+        ),
+        ("tag-unsigned", json!({"tag": "v2.0.0"}), "Tag", "keys"),
+        ("tag-on-branch", json!({"branch": "main"}), "Tag", "keys"),
+        ("moving", json!({"branch": "moving"}), "head", "keys"),
+    ] {
+        create_gitrepo(&api, name, &url, reference, with(mode, secret)).await;
+    }
 
     // HEAD, PGP.
     let ok = wait_for(&api, "head-pgp", "verified and ready", |o| {

@@ -71,6 +71,47 @@ pub fn app_files(value: &str) -> Vec<(String, String)> {
     ]
 }
 
+/// The process name (`rflux-<component>` or `flux-<component>`) and binary of `which`'s
+/// `component`; Flux's controllers also get `--enable-leader-election=false` in `args`.
+fn controller_program(
+    which: Impl,
+    component: &str,
+    flux: FluxBinary,
+    args: &mut Vec<String>,
+) -> (String, PathBuf) {
+    match which {
+        Impl::Rflux => (
+            format!("rflux-{component}"),
+            rflux_e2e::flux::rflux_binary(component).unwrap(),
+        ),
+        Impl::Flux => {
+            args.push("--enable-leader-election=false".into());
+            (
+                format!("flux-{component}"),
+                ensure_flux_binaries(&[flux]).unwrap()[0].clone(),
+            )
+        }
+    }
+}
+
+/// Sets `reconcile.fluxcd.io/requestedAt` to a fresh random value on object `name`; returns
+/// the value.
+async fn request_reconcile_of<K>(api: &Api<K>, name: &str) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let value = rflux_e2e::random_suffix(8);
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"annotations": {
+            "reconcile.fluxcd.io/requestedAt": value}}})),
+    )
+    .await
+    .unwrap();
+    value
+}
+
 impl Env {
     /// A fresh namespace `<prefix>-…` and repository holding [`app_files`] (`value` = "one")
     /// pushed to `main`. `flux_crds`: also install Flux's non-Git source CRDs (Flux's
@@ -133,22 +174,15 @@ impl Env {
             format!("--watch-label-selector={}", self.selector()),
             "--log-level=debug".into(),
         ];
-        let (name, program) = match which {
-            Impl::Rflux => (
-                "rflux-source-controller",
-                rflux_e2e::flux::rflux_binary("source-controller").unwrap(),
-            ),
-            Impl::Flux => {
-                args.push("--enable-leader-election=false".into());
-                (
-                    "flux-source-controller",
-                    ensure_flux_binaries(&[FluxBinary::SourceController]).unwrap()[0].clone(),
-                )
-            }
-        };
+        let (name, program) = controller_program(
+            which,
+            "source-controller",
+            FluxBinary::SourceController,
+            &mut args,
+        );
         self.storage.push(storage);
         Controller::start(
-            name,
+            &name,
             &program,
             &args,
             self.cp.kubeconfig_path(),
@@ -166,21 +200,14 @@ impl Env {
             "--requeue-dependency=5s".into(),
             "--log-level=debug".into(),
         ];
-        let (name, program) = match which {
-            Impl::Rflux => (
-                "rflux-kustomize-controller",
-                rflux_e2e::flux::rflux_binary("kustomize-controller").unwrap(),
-            ),
-            Impl::Flux => {
-                args.push("--enable-leader-election=false".into());
-                (
-                    "flux-kustomize-controller",
-                    ensure_flux_binaries(&[FluxBinary::KustomizeController]).unwrap()[0].clone(),
-                )
-            }
-        };
+        let (name, program) = controller_program(
+            which,
+            "kustomize-controller",
+            FluxBinary::KustomizeController,
+            &mut args,
+        );
         Controller::start(
-            name,
+            &name,
             &program,
             &args,
             self.cp.kubeconfig_path(),
@@ -302,32 +329,12 @@ impl Env {
 
     /// Sets `reconcile.fluxcd.io/requestedAt` on the Kustomization; returns the value.
     pub async fn request_reconcile(&self, name: &str) -> String {
-        let value = rflux_e2e::random_suffix(8);
-        self.kustomizations()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"metadata": {"annotations": {
-                    "reconcile.fluxcd.io/requestedAt": value}}})),
-            )
-            .await
-            .unwrap();
-        value
+        request_reconcile_of(&self.kustomizations(), name).await
     }
 
     /// Sets `reconcile.fluxcd.io/requestedAt` on the GitRepository; returns the value.
     pub async fn request_source_reconcile(&self, name: &str) -> String {
-        let value = rflux_e2e::random_suffix(8);
-        self.gitrepositories()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"metadata": {"annotations": {
-                    "reconcile.fluxcd.io/requestedAt": value}}})),
-            )
-            .await
-            .unwrap();
-        value
+        request_reconcile_of(&self.gitrepositories(), name).await
     }
 
     /// Dumps the controller logs of this test (for a failing assertion's context).
@@ -387,23 +394,7 @@ pub async fn install_crd_file(client: &Client, file: &Path) -> anyhow::Result<()
             Err(e) => return Err(e.into()),
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let crd = crds.get(&name).await?;
-        if crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("CRD {name} not established");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    crate::support::wait_crd_established(&crds, &name).await
 }
 
 /// Body of `GET <url>` (`http://host:port/path`, HTTP/1.0, 200 only).

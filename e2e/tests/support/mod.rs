@@ -12,22 +12,29 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::reconcile::{Context, reconcile};
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::Kustomization;
-use rflux_common::runtime::conditions;
+use rflux_common::runtime::{CancellationToken, EventRecorder, conditions};
 use rflux_e2e::{lock_file, repo_root, state_root};
 use serde_json::{Value, json};
-use source_controller::artifact::package_to_file;
+use source_controller::artifact::{ArtifactError, package_to_file, serve_listener};
 
-/// Takes `<e2e state>/crds.lock` (so the CRD compatibility test cannot swap CRDs meanwhile) and
-/// installs our GitRepository and Kustomization CRDs when absent. Hold the returned lock.
-pub async fn lock_crds_and_install(client: &Client) -> std::fs::File {
+/// Takes `<e2e state>/crds.lock`, so the CRD compatibility test cannot swap CRDs meanwhile.
+/// Hold the returned lock.
+pub async fn lock_crds() -> std::fs::File {
     let lock_path = state_root().join("crds.lock");
-    let lock = tokio::task::spawn_blocking(move || lock_file(&lock_path))
+    tokio::task::spawn_blocking(move || lock_file(&lock_path))
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+}
+
+/// Takes the CRD lock ([`lock_crds`]) and installs our GitRepository and Kustomization CRDs
+/// when absent. Hold the returned lock.
+pub async fn lock_crds_and_install(client: &Client) -> std::fs::File {
+    let lock = lock_crds().await;
     ensure_crd(
         client,
         "gitrepositories.source.toolkit.fluxcd.io",
@@ -54,6 +61,14 @@ pub async fn ensure_crd(client: &Client, name: &str, file: &str) -> anyhow::Resu
             serde_saphyr::from_str(&text).map_err(|e| anyhow!("parsing CRD {file}: {e}"))?;
         crds.create(&PostParams::default(), &crd).await?;
     }
+    wait_crd_established(&crds, name).await
+}
+
+/// Waits (up to 30 s) until the CRD `name` has condition Established=True.
+pub async fn wait_crd_established(
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let crd = crds.get(name).await?;
@@ -71,6 +86,105 @@ pub async fn ensure_crd(client: &Client, name: &str, file: &str) -> anyhow::Resu
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Condition `type_` of a GitRepository's status.
+pub fn gitrepo_condition<'a>(
+    obj: &'a GitRepository,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    obj.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// The artifact in a GitRepository's status; panics when there is none.
+pub fn gitrepo_artifact(obj: &GitRepository) -> &rflux_common::api::meta::Artifact {
+    obj.status
+        .as_ref()
+        .and_then(|s| s.artifact.as_ref())
+        .unwrap_or_else(|| panic!("GitRepository {} has no artifact", obj.name_any()))
+}
+
+/// Polls the GitRepository `name` every 250 ms until `pred` holds (returns it) or 90 s pass
+/// (panics with `what` and the status).
+pub async fn wait_gitrepo(
+    api: &Api<GitRepository>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&GitRepository) -> bool,
+) -> GitRepository {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let obj = api.get(name).await.unwrap();
+        if pred(&obj) {
+            return obj;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {name}: {what}; status: {}",
+            serde_json::to_string_pretty(&obj.status).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The running loopback artifact server from [`serve_artifacts`].
+pub struct ArtifactServer {
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<Result<(), ArtifactError>>,
+}
+
+impl ArtifactServer {
+    /// Stops the server and asserts it shut down cleanly.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+/// Serves a fresh storage directory on loopback; returns a [`Publisher`] for namespace `ns`
+/// over it and the server (stop it at the end of the test).
+pub async fn serve_artifacts(client: &Client, ns: &str) -> (Publisher, ArtifactServer) {
+    let storage = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(serve_listener(storage.path().to_path_buf(), listener, {
+        let stop = stop.clone();
+        async move { stop.cancelled().await }
+    }));
+    let publisher = Publisher {
+        storage,
+        addr,
+        client: client.clone(),
+        ns: ns.to_string(),
+    };
+    (publisher, ArtifactServer { stop, server })
+}
+
+/// An in-process reconciler context for tests: the fetcher caches in `cache` and retries once
+/// after 100–200 ms; dependencies are re-checked after 2 s.
+pub fn reconcile_context(
+    client: &Client,
+    config: kube::Config,
+    cache: &std::path::Path,
+) -> Context {
+    let mut fopts = FetcherOptions::new(cache);
+    fopts.retries = 1;
+    fopts.retry_wait_min = Duration::from_millis(100);
+    fopts.retry_wait_max = Duration::from_millis(200);
+    let mut ctx = Context::new(
+        client.clone(),
+        config,
+        EventRecorder::new(client.clone(), "kustomize-controller", "e2e"),
+        ArtifactFetcher::new(fopts).unwrap(),
+    );
+    ctx.requeue_dependency = Duration::from_secs(2);
+    ctx
 }
 
 /// Serves packaged artifacts and publishes them on GitRepositories.
@@ -149,6 +263,23 @@ pub fn kustomization(ns: &str, name: &str, repo: &str, path: &str, extra: Value)
     .unwrap()
 }
 
+/// Creates the Kustomization built by [`kustomization`].
+pub async fn create_ks(
+    api: &Api<Kustomization>,
+    ns: &str,
+    name: &str,
+    repo: &str,
+    path: &str,
+    extra: Value,
+) {
+    api.create(
+        &PostParams::default(),
+        &kustomization(ns, name, repo, path, extra),
+    )
+    .await
+    .unwrap();
+}
+
 /// Reads the object fresh and runs one reconcile; returns the object afterwards.
 pub async fn run_once(api: &Api<Kustomization>, ctx: &Arc<Context>, name: &str) -> Kustomization {
     let obj = api.get(name).await.unwrap();
@@ -166,6 +297,19 @@ pub fn ready(ks: &Kustomization) -> (String, String, String) {
         .cloned()
         .unwrap_or_else(|| panic!("no Ready condition on {}: {conds:?}", ks.name_any()));
     (c.status, c.reason, c.message)
+}
+
+/// Asserts the Kustomization's Ready condition has `want_status` and `want_reason`; returns
+/// its message.
+pub fn assert_ready(ks: &Kustomization, want_status: &str, want_reason: &str) -> String {
+    let (st, reason, msg) = ready(ks);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        (want_status, want_reason),
+        "{}: {msg}",
+        ks.name_any()
+    );
+    msg
 }
 
 pub fn cm_file(name: &str, value: &str) -> String {

@@ -614,3 +614,57 @@ pub fn ks_ready(ks: &Kustomization) -> bool {
     ks_condition(ks, "Ready").is_some_and(|c| c.status == "True")
         && ks.status.as_ref().and_then(|s| s.observed_generation) == ks.metadata.generation
 }
+
+/// Polls the Kustomization `name` until `pred` holds and returns it. On timeout, panics with
+/// `what`, its status, whether the controllers are still running, and their log tails.
+pub async fn wait_ks(
+    api: &Api<Kustomization>,
+    ctl: &mut Controllers,
+    timeout: Duration,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Kustomization) -> bool,
+) -> Kustomization {
+    let pred = &pred;
+    let res = wait_for(timeout, what, || async move {
+        let ks = api.get(name).await?;
+        Ok(pred(&ks).then_some(ks))
+    })
+    .await;
+    match res {
+        Ok(ks) => ks,
+        Err(e) => {
+            let status = api
+                .get(name)
+                .await
+                .map(|k| serde_json::to_string_pretty(&k.status).unwrap_or_default())
+                .unwrap_or_default();
+            let alive = ctl
+                .check_alive()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            panic!("{e}\nstatus: {status}\n{alive}\n{}", ctl.log_tails(40));
+        }
+    }
+}
+
+/// Waits until `api` lists no objects (all finalized); panics with the controller logs on
+/// timeout.
+pub async fn wait_list_empty<K>(api: &Api<K>, ctl: &Controllers, timeout: Duration, what: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let res = wait_for(timeout, what, || async {
+        Ok(api
+            .list(&Default::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await;
+    if let Err(e) = res {
+        panic!("{e}\n{}", ctl.log_tails(40));
+    }
+}
