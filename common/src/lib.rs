@@ -2,6 +2,7 @@
 //! and the controller plumbing (flags, health, metrics, logs, leader election).
 
 pub mod api;
+pub mod digest;
 pub mod runtime;
 #[cfg(feature = "testing")]
 pub mod testing;

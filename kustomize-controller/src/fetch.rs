@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
-use sha2::Digest as _;
 
 /// Flux's `--http-retry` default.
 pub const DEFAULT_RETRIES: u32 = 9;
@@ -152,32 +151,8 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Fet
 // Digests
 // ---------------------------------------------------------------------------------------------
 
-/// Digest algorithms accepted in `artifact.digest`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DigestAlgorithm {
-    Sha256,
-    Sha384,
-    Sha512,
-}
-
-impl DigestAlgorithm {
-    /// The name used in `<algo>:<hex>`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DigestAlgorithm::Sha256 => "sha256",
-            DigestAlgorithm::Sha384 => "sha384",
-            DigestAlgorithm::Sha512 => "sha512",
-        }
-    }
-
-    fn hex_len(self) -> usize {
-        match self {
-            DigestAlgorithm::Sha256 => 64,
-            DigestAlgorithm::Sha384 => 96,
-            DigestAlgorithm::Sha512 => 128,
-        }
-    }
-}
+pub use rflux_common::digest::DigestAlgorithm;
+use rflux_common::digest::Hasher;
 
 /// A parsed `artifact.digest`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -211,12 +186,9 @@ impl ArtifactDigest {
         let (algo, hex) = normalized
             .split_once(':')
             .ok_or_else(|| bad("invalid checksum digest format"))?;
-        let algorithm = match algo {
-            "sha256" => DigestAlgorithm::Sha256,
-            "sha384" => DigestAlgorithm::Sha384,
-            "sha512" => DigestAlgorithm::Sha512,
-            _ => return Err(bad("unsupported digest algorithm")),
-        };
+        let algorithm: DigestAlgorithm = algo
+            .parse()
+            .map_err(|_| bad("unsupported digest algorithm"))?;
         if !hex
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -230,38 +202,6 @@ impl ArtifactDigest {
             algorithm,
             hex: hex.to_string(),
         })
-    }
-}
-
-enum Hasher {
-    Sha256(sha2::Sha256),
-    Sha384(sha2::Sha384),
-    Sha512(sha2::Sha512),
-}
-
-impl Hasher {
-    fn new(algorithm: DigestAlgorithm) -> Hasher {
-        match algorithm {
-            DigestAlgorithm::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
-            DigestAlgorithm::Sha384 => Hasher::Sha384(sha2::Sha384::new()),
-            DigestAlgorithm::Sha512 => Hasher::Sha512(sha2::Sha512::new()),
-        }
-    }
-
-    fn update(&mut self, b: &[u8]) {
-        match self {
-            Hasher::Sha256(h) => h.update(b),
-            Hasher::Sha384(h) => h.update(b),
-            Hasher::Sha512(h) => h.update(b),
-        }
-    }
-
-    fn finish_hex(self) -> String {
-        match self {
-            Hasher::Sha256(h) => hex::encode(h.finalize()),
-            Hasher::Sha384(h) => hex::encode(h.finalize()),
-            Hasher::Sha512(h) => hex::encode(h.finalize()),
-        }
     }
 }
 
@@ -750,7 +690,7 @@ impl ArtifactFetcher {
                     path: path.clone(),
                     source: e,
                 })?;
-            let mut hasher = Hasher::new(algorithm);
+            let mut hasher = algorithm.hasher();
             match self.attempt(url, out, &path, &mut hasher).await? {
                 Attempt::Done => return Ok(hasher.finish_hex()),
                 Attempt::Retry(msg, retry_after) => {

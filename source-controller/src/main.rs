@@ -97,7 +97,10 @@ fn main() -> ExitCode {
 }
 
 fn build_storage(flags: &SourceControllerFlags) -> Result<Storage, MainError> {
-    let algo: DigestAlgorithm = flags.artifact_digest_algo.parse()?;
+    let algo: DigestAlgorithm = flags
+        .artifact_digest_algo
+        .parse()
+        .map_err(ArtifactError::from)?;
     let hostname = advertised_address(&flags.storage_addr, &flags.storage_adv_addr)?;
     Ok(Storage::new(StorageOptions {
         root: flags.storage_path.clone(),

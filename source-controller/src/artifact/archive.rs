@@ -28,8 +28,6 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use sha2::Digest as _;
-
 use super::error::ArtifactError;
 use super::ignore::IgnoreRules;
 use super::pgz::with_parallel_gz;
@@ -46,58 +44,8 @@ const NAME_SIZE: usize = 100;
 const PREFIX_SIZE: usize = 155;
 const COPY_BUF: usize = 256 * 1024;
 
-/// Digest algorithms accepted by `--artifact-digest-algo` that this implementation supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub enum DigestAlgorithm {
-    #[default]
-    Sha256,
-    Sha384,
-    Sha512,
-}
-
-impl DigestAlgorithm {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DigestAlgorithm::Sha256 => "sha256",
-            DigestAlgorithm::Sha384 => "sha384",
-            DigestAlgorithm::Sha512 => "sha512",
-        }
-    }
-
-    fn hex_len(self) -> usize {
-        match self {
-            DigestAlgorithm::Sha256 => 64,
-            DigestAlgorithm::Sha384 => 96,
-            DigestAlgorithm::Sha512 => 128,
-        }
-    }
-
-    fn hasher(self) -> Hasher {
-        match self {
-            DigestAlgorithm::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
-            DigestAlgorithm::Sha384 => Hasher::Sha384(sha2::Sha384::new()),
-            DigestAlgorithm::Sha512 => Hasher::Sha512(sha2::Sha512::new()),
-        }
-    }
-}
-
-impl FromStr for DigestAlgorithm {
-    type Err = ArtifactError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "sha256" => Ok(DigestAlgorithm::Sha256),
-            "sha384" => Ok(DigestAlgorithm::Sha384),
-            "sha512" => Ok(DigestAlgorithm::Sha512),
-            other => Err(ArtifactError::UnsupportedAlgorithm(other.to_string())),
-        }
-    }
-}
-
-impl fmt::Display for DigestAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use rflux_common::digest::DigestAlgorithm;
+use rflux_common::digest::Hasher;
 
 /// Digest and size of an archive (or any byte stream).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -143,29 +91,6 @@ impl Digest {
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.algorithm, self.hex)
-    }
-}
-
-enum Hasher {
-    Sha256(sha2::Sha256),
-    Sha384(sha2::Sha384),
-    Sha512(sha2::Sha512),
-}
-
-impl Hasher {
-    fn update(&mut self, b: &[u8]) {
-        match self {
-            Hasher::Sha256(h) => h.update(b),
-            Hasher::Sha384(h) => h.update(b),
-            Hasher::Sha512(h) => h.update(b),
-        }
-    }
-    fn finish_hex(self) -> String {
-        match self {
-            Hasher::Sha256(h) => hex::encode(h.finalize()),
-            Hasher::Sha384(h) => hex::encode(h.finalize()),
-            Hasher::Sha512(h) => hex::encode(h.finalize()),
-        }
     }
 }
 

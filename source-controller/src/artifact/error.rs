@@ -88,3 +88,9 @@ impl ArtifactError {
         }
     }
 }
+
+impl From<rflux_common::digest::UnsupportedDigestAlgorithm> for ArtifactError {
+    fn from(e: rflux_common::digest::UnsupportedDigestAlgorithm) -> Self {
+        ArtifactError::UnsupportedAlgorithm(e.0)
+    }
+}
