@@ -13,6 +13,7 @@
 #   FLEET_BEST_PHASES phases of the best profile (default fleet,change)
 #   FLEET_IDLE_SECS  idle CPU window (default 120)
 #   FLEET_RESULTS    results file (default <target>/bench/fleet/results.jsonl; appended)
+#   FLEET_OURS_BIN   directory with our release binaries (default: build them into <target>/release)
 #   FLEET_PERF=1     record a perf profile of our kustomize-controller during the fleet phase
 #   FLEET_PLOT=1     also draw <target>/bench/fleet/fleet.png (scripts/plot-fleet.py)
 # Flux's binaries come from e2e/flux/build.sh ($HOME/.cache/gitops-e2e/flux-bin); without them
@@ -33,8 +34,11 @@ phases=${FLEET_PHASES:-api,fleet,idle,change,drift}
 best_phases=${FLEET_BEST_PHASES:-fleet,change}
 idle=${FLEET_IDLE_SECS:-120}
 
-echo "==> building our controllers (release) and the harness"
-cargo build -q --release -p source-controller -p kustomize-controller
+echo "==> building the harness (and, for ours, our controllers in release mode)"
+ours_bin=${FLEET_OURS_BIN:-}
+if [[ " $impls " == *" ours "* && -z $ours_bin ]]; then
+  cargo build -q --release -p source-controller -p kustomize-controller
+fi
 cargo build -q -p rflux-bench --bin rflux-fleet
 fleet="$target/debug/rflux-fleet"
 
@@ -72,7 +76,7 @@ for n in $sizes; do
       for impl in $impls; do
         flags "$impl" "$profile"
         if [[ $impl == ours ]]; then
-          bin="$target/release" crds=(manifests/crds/gitrepositories.yaml manifests/crds/kustomizations.yaml)
+          bin="${ours_bin:-$target/release}" crds=(manifests/crds/gitrepositories.yaml manifests/crds/kustomizations.yaml)
         else
           bin="$flux_bin" crds=("${flux_crds[@]}")
         fi

@@ -6,7 +6,9 @@
 #    source-controller PROCESS polling 1000 unchanged GitRepositories, on its own control plane
 #    "bench-src" (stopped afterwards). Knobs: RFLUX_BENCH_POLL_OBJECTS, RFLUX_BENCH_POLL_INTERVAL,
 #    RFLUX_BENCH_POLL_MINUTES, RFLUX_BENCH_POLL_REPOS, RFLUX_BENCH_POLL_CONCURRENT;
-#    RFLUX_BENCH_POLL=0 skips it.
+#    RFLUX_BENCH_POLL=0 skips it. It also reports the process' peak (VmHWM) and current RSS (anon
+#    + file) when all are Ready and at the end. RFLUX_BENCH_POLL_WRAP is a command prefix for
+#    profiling the controller (`heaptrack -o /tmp/sc`, `perf record -e cpu-clock -g -o F`).
 # Results: target/bench/source.md and target/bench/source-poll.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -13,7 +13,6 @@
 //! `scripts/bench-fleet.sh` runs ours and Flux one after the other and prints the table.
 
 mod fixtures;
-mod metrics;
 mod report;
 
 use std::collections::HashMap;
@@ -29,7 +28,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use rflux_e2e::{ControlPlane, GitServer, TestRepo, free_port};
+use rflux_e2e::{ControlPlane, GitServer, TestRepo, free_ports, metrics};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
@@ -580,7 +579,7 @@ async fn start_controllers(
         ("RUNTIME_NAMESPACE", "flux-system".to_string()),
         ("TMPDIR", tmp.display().to_string()),
     ];
-    let (sm, sh, sp) = (free_port()?, free_port()?, free_port()?);
+    let [sm, sh, sp, km, kh] = free_ports::<5>()?;
     let mut sc_args = vec![
         format!("--metrics-addr=127.0.0.1:{sm}"),
         format!("--health-addr=127.0.0.1:{sh}"),
@@ -591,7 +590,6 @@ async fn start_controllers(
         format!("--concurrent={}", args.concurrent),
     ];
     sc_args.extend(split_args(&args.sc_args));
-    let (km, kh) = (free_port()?, free_port()?);
     let mut kc_args = vec![
         format!("--metrics-addr=127.0.0.1:{km}"),
         format!("--health-addr=127.0.0.1:{kh}"),
@@ -703,9 +701,7 @@ async fn request_reconcile(
 }
 
 async fn scrape(client: &Client) -> anyhow::Result<metrics::Counts> {
-    let req = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(req).await?;
-    Ok(metrics::parse_request_total(&text))
+    metrics::scrape_request_total(client).await
 }
 
 fn push_rev(repo: &TestRepo, rev: u32) -> anyhow::Result<String> {

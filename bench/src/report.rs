@@ -160,6 +160,11 @@ pub fn table(results: &[RunResult]) -> String {
                 1,
             ),
             (
+                "  of which for the controllers' resources",
+                |r| controller_requests(&r.api_breakdown),
+                1,
+            ),
+            (
                 "idle CPU s/min (both)",
                 |r| r.idle_cpu_per_min.as_ref().map(Pair::sum),
                 3,
@@ -258,5 +263,57 @@ mod tests {
     fn missing_side_gives_dash() {
         let t = table(&[run("ours", 5.0, 1.0)]);
         assert!(t.contains("| fleet: all Ready (s) | 5.0 | – | – |"), "{t}");
+    }
+}
+
+/// Request keys (`VERB group/resource[/sub]`) of the cluster's own background work, which
+/// neither side's controllers send: kwok's and the kubelet-less node heartbeats, leases and
+/// kube-controller-manager's periodic discovery.
+fn is_background(key: &str) -> bool {
+    let resource = key.split_whitespace().nth(1).unwrap_or("");
+    matches!(
+        resource,
+        "nodes" | "nodes/status" | "coordination.k8s.io/leases" | "-/api" | "-/apis"
+    )
+}
+
+/// The no-op reconcile's requests without the cluster's background ([`is_background`]).
+pub fn controller_requests(breakdown: &BTreeMap<String, f64>) -> Option<f64> {
+    if breakdown.is_empty() {
+        return None;
+    }
+    Some(
+        breakdown
+            .iter()
+            .filter(|(k, _)| !is_background(k))
+            .map(|(_, v)| v)
+            .sum(),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod background_tests {
+    use super::*;
+
+    #[test]
+    fn background_requests_are_left_out() {
+        let b: BTreeMap<String, f64> = [
+            ("GET -/api", 3.0),
+            ("PATCH nodes/status", 1.0),
+            ("GET nodes", 3.0),
+            ("PUT coordination.k8s.io/leases", 2.0),
+            (
+                "PATCH kustomize.toolkit.fluxcd.io/kustomizations/status",
+                1.0,
+            ),
+            ("APPLY configmaps (dry-run)", 100.0),
+            ("POST events", 1.0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(controller_requests(&b), Some(102.0));
+        assert_eq!(controller_requests(&BTreeMap::new()), None);
     }
 }

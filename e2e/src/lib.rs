@@ -14,6 +14,7 @@
 mod control_plane;
 pub mod flux;
 mod git_server;
+pub mod metrics;
 mod pki;
 pub mod process;
 mod test_repo;
@@ -173,6 +174,19 @@ pub fn unique_name(prefix: &str) -> String {
 pub fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// `N` distinct free loopback ports (all held open until every one is chosen, so two calls in a
+/// row cannot return the same port).
+pub fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
+    let mut held = Vec::with_capacity(N);
+    let mut ports = [0u16; N];
+    for p in &mut ports {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
+        *p = listener.local_addr()?.port();
+        held.push(listener);
+    }
+    Ok(ports)
 }
 
 /// Runs a command, returning its stdout; on failure the error carries stderr.

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 
 use crate::health;
 use crate::inventory::{self, InventoryError, ObjectRef, Stage, apply_order};
+use crate::tracker::{self, Tracker};
 
 /// The SSA field manager of the controller.
 pub const FIELD_MANAGER: &str = "kustomize-controller";
@@ -180,6 +181,12 @@ pub struct ApplyOptions {
     pub common_labels: Map<String, Value>,
     /// `spec.commonMetadata.annotations`, merged over the object's annotations.
     pub common_annotations: Map<String, Value>,
+    /// The applied-object tracker: objects it knows to be as last applied are not read,
+    /// dry-run or applied again, and every object applied or verified is recorded in it.
+    pub tracker: Option<Arc<Tracker>>,
+    /// Mixed into the tracker's desired-state hashes: the settings besides the object that
+    /// change how it is applied (force, ignore rules, impersonated user...).
+    pub tracker_salt: u64,
 }
 
 impl ApplyOptions {
@@ -195,6 +202,8 @@ impl ApplyOptions {
             concurrency: 4,
             common_labels: Map::new(),
             common_annotations: Map::new(),
+            tracker: None,
+            tracker_salt: 0,
         }
     }
 }
@@ -728,8 +737,8 @@ async fn delete_and_wait(
 
 /// The outcome of the concurrent phase for one object.
 enum Plan {
-    /// Nothing to write (skipped or unchanged).
-    Done(Action),
+    /// Nothing to write (skipped or unchanged), with the object as read when it was.
+    Done(Action, Option<Box<Value>>),
     /// Apply this payload; `created` when the object does not exist (yet).
     Apply {
         api: Box<Api<DynamicObject>>,
@@ -746,14 +755,29 @@ async fn plan_one(
     desired: &Value,
     opts: &ApplyOptions,
 ) -> Result<Plan, ApplyErrorKind> {
+    if is_ignored(desired) {
+        return Ok(Plan::Done(Action::Skipped, None));
+    }
+    let tracked = opts.tracker.as_deref();
+    if tracked.is_some_and(|t| t.unchanged(obj, tracker::desired_hash(desired, opts.tracker_salt)))
+    {
+        return Ok(Plan::Done(Action::Unchanged, None));
+    }
+    // An object the watch of its kind has not seen is not read: the dry-run tells whether it
+    // exists after all (without our labels), and only then is it read.
+    let absent = tracked.is_some_and(|t| t.known_absent(obj));
     let api = resolver.api(obj).await?;
-    let mut live = get_live(&api, obj).await?;
-
-    let skip = is_ignored(desired)
-        || live.as_ref().is_some_and(is_ignored)
-        || (live.is_some() && has_meta_value(desired, SSA_KEY, "IfNotPresent"));
-    if skip {
-        return Ok(Plan::Done(Action::Skipped));
+    let mut live = if absent {
+        None
+    } else {
+        get_live(&api, obj).await?
+    };
+    let skip = |live: Option<&Value>| {
+        live.is_some_and(is_ignored)
+            || (live.is_some() && has_meta_value(desired, SSA_KEY, "IfNotPresent"))
+    };
+    if skip(live.as_ref()) {
+        return Ok(Plan::Done(Action::Skipped, None));
     }
 
     let mut dry = match dry_run(&api, obj, desired).await {
@@ -776,6 +800,13 @@ async fn plan_one(
             }
         }
     };
+
+    if absent && resource_version(&dry).is_some_and(|rv| !rv.is_empty()) {
+        live = get_live(&api, obj).await?;
+        if skip(live.as_ref()) {
+            return Ok(Plan::Done(Action::Skipped, None));
+        }
+    }
 
     // A controller may write the object between the GET and the dry-run (e.g. the Deployment
     // revision annotation); compare snapshots of the same resourceVersion to avoid false drift.
@@ -824,7 +855,7 @@ async fn plan_one(
         has_drifted(live_cmp.as_ref(), &strip_paths(&dry, &paths))
     };
     if !patched && !drifted {
-        return Ok(Plan::Done(Action::Unchanged));
+        return Ok(Plan::Done(Action::Unchanged, live.map(Box::new)));
     }
     let payload = match live.as_ref() {
         Some(l) if !paths.is_empty() => reconcile_ignored(desired, l, &dry, &paths),
@@ -837,10 +868,11 @@ async fn plan_one(
     })
 }
 
-/// The real server-side apply of a planned object.
-async fn execute(obj: &ObjectRef, plan: Plan) -> Result<Action, ApplyErrorKind> {
+/// The real server-side apply of a planned object; returns the action and the object as the
+/// server returned it (or as read, when there was nothing to write).
+async fn execute(obj: &ObjectRef, plan: Plan) -> Result<(Action, Option<Value>), ApplyErrorKind> {
     let (api, payload, created) = match plan {
-        Plan::Done(action) => return Ok(action),
+        Plan::Done(action, live) => return Ok((action, live.map(|b| *b))),
         Plan::Apply {
             api,
             payload,
@@ -848,17 +880,50 @@ async fn execute(obj: &ObjectRef, plan: Plan) -> Result<Action, ApplyErrorKind> 
         } => (api, payload, created),
     };
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&obj.name, &pp, &Patch::Apply(&payload))
+    let applied = api
+        .patch(&obj.name, &pp, &Patch::Apply(&payload))
         .await
         .map_err(|e| ApplyErrorKind::Apply {
             subject: obj.subject(),
             message: api_reason(&e).1,
         })?;
-    Ok(if created {
+    let action = if created {
         Action::Created
     } else {
         Action::Configured
-    })
+    };
+    Ok((action, Some(to_value(&applied))))
+}
+
+/// Records an applied or verified object in the tracker (objects that must be read every time,
+/// `ssa: IfNotPresent`, are not recorded).
+async fn track(
+    resolver: &Resolver,
+    opts: &ApplyOptions,
+    id: &ObjectRef,
+    desired: &Value,
+    action: Action,
+    live: Option<&Value>,
+) {
+    let Some(t) = opts.tracker.as_ref() else {
+        return;
+    };
+    let recordable = matches!(
+        action,
+        Action::Created | Action::Configured | Action::Unchanged
+    ) && !has_meta_value(desired, SSA_KEY, "IfNotPresent");
+    match live {
+        Some(live) if recordable => {
+            if let Ok((ar, _)) = resolver.resolve(id).await {
+                let owner = (opts.owner.namespace.clone(), opts.owner.name.clone());
+                let hash = tracker::desired_hash(desired, opts.tracker_salt);
+                t.record(id, &ar, &owner, hash, live);
+            }
+        }
+        // Unchanged according to the tracker: its record stands.
+        None if action == Action::Unchanged => {}
+        _ => t.forget(id),
+    }
 }
 
 /// A `spec.ignore` selector or label-selector expression that does not compile.
@@ -1243,9 +1308,9 @@ pub async fn apply_all_with(
             .collect()
             .await;
         let mut planned = Vec::with_capacity(plans.len());
-        for ((id, _), plan) in objs.into_iter().zip(plans) {
+        for ((id, desired), plan) in objs.into_iter().zip(plans) {
             match plan {
-                Ok(p) => planned.push((id, p)),
+                Ok(p) => planned.push((id, desired, p)),
                 Err(kind) => {
                     return Err(ApplyError {
                         kind,
@@ -1254,9 +1319,10 @@ pub async fn apply_all_with(
                 }
             }
         }
-        for (id, plan) in planned {
+        for (id, desired, plan) in planned {
             match execute(&id, plan).await {
-                Ok(action) => {
+                Ok((action, live)) => {
+                    track(resolver, opts, &id, &desired, action, live.as_ref()).await;
                     if action != Action::Skipped {
                         applied.push(id.clone());
                     }

@@ -58,6 +58,17 @@ pub enum HealthError {
         /// The Failed objects.
         failed: Vec<ObjectStatus>,
     },
+    /// An object was deleted, or a field this controller manages was changed, by someone else
+    /// while waiting for it (the tracker reconciles the Kustomization again at once).
+    #[error("health check failed after {elapsed}: {subject} was {what} while waiting for it")]
+    Changed {
+        /// Go-formatted time spent.
+        elapsed: String,
+        /// `Kind/ns/name`.
+        subject: String,
+        /// `deleted` or `changed`.
+        what: &'static str,
+    },
     /// Objects still existed at the timeout of a termination wait.
     #[error("timeout waiting for termination: [{}]", render(.remaining))]
     TerminationTimeout {

@@ -11,3 +11,4 @@ pub mod prune;
 pub mod reconcile;
 pub mod source_watch;
 pub mod substitute;
+pub mod tracker;

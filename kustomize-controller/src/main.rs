@@ -9,15 +9,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher;
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::inventory::parse_custom_stage_kinds;
 use kustomize_controller::reconcile::{Context, reconcile};
 use kustomize_controller::source_watch::{SourceRevisions, dependents};
+use kustomize_controller::tracker::Tracker;
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
 use rflux_common::runtime::client::load_config;
-use rflux_common::runtime::controller::ControllerSettings;
+use rflux_common::runtime::controller::{ControllerSettings, strip_for_cache};
 use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, parse_feature_gates};
+use rflux_common::runtime::process;
 use rflux_common::runtime::{
     KustomizeControllerFlags, Manager, RuntimeError, init_logging, run_controller_with,
 };
@@ -60,10 +66,8 @@ fn main() -> ExitCode {
             } => build_command(&dir, &load_restrictor),
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    process::cap_malloc_arenas(CONTROLLER_NAME);
+    let runtime = match process::build_runtime(cli.flags.concurrent) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{CONTROLLER_NAME}: cannot start the async runtime: {e}");
@@ -144,6 +148,9 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     let additive_cel = gates
         .iter()
         .any(|(name, on)| name == "AdditiveCELDependencyCheck" && *on);
+    let watch_applied = gates
+        .iter()
+        .any(|(name, on)| name == "WatchAppliedObjects" && *on);
     // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
     let controller_metrics = manager
         .metrics
@@ -158,6 +165,18 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
             ctx.default_service_account = mgr.flags.default_service_account.clone();
             ctx.strict_substitutions = strict;
             ctx.additive_cel_dependency_check = additive_cel;
+            // Objects changed by someone else reconcile their Kustomization at once.
+            // --concurrent bounds the working stages; with the tracker, health waits run
+            // beside them on its watches (see Context::work_slots).
+            ctx.work_slots = Arc::new(tokio::sync::Semaphore::new(usize::from(concurrent.max(1))));
+            let drift = if watch_applied {
+                let (tracker, drift) =
+                    Tracker::new(mgr.client.clone(), flags.override_manager.clone());
+                ctx.tracker = Some(tracker);
+                Some(drift)
+            } else {
+                None
+            };
             ctx.override_managers = flags.override_manager.clone();
             ctx.custom_stage_kinds = parse_custom_stage_kinds(
                 &flags
@@ -170,12 +189,20 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 name: "kustomization".into(),
                 group: KUSTOMIZE_GROUP.into(),
                 kind: KUSTOMIZATION_KIND.into(),
-                concurrency: concurrent,
+                concurrency: if watch_applied { u16::MAX } else { concurrent },
                 label_selector: mgr.flags.watch_label_selector.clone(),
             };
-            // A new source revision reconciles the Kustomizations that use it at once.
+            // A new source revision reconciles the Kustomizations that use it at once; the
+            // same watch keeps the GitRepository cache the reconciles read their artifact from.
             let repos = mgr.watch_api::<GitRepository>();
             let revisions = SourceRevisions::default();
+            let (sources, writer) = reflector::store();
+            let repo_events = watcher::watcher(repos, watcher::Config::default())
+                .default_backoff()
+                .modify(strip_for_cache::<GitRepository>)
+                .reflect(writer)
+                .applied_objects();
+            let _ = ctx.sources.set(sources);
             run_controller_with(
                 mgr.watch_api::<Kustomization>(),
                 settings,
@@ -187,17 +214,24 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 stop.clone(),
                 move |controller| {
                     let store = controller.store();
-                    controller.watches(
-                        repos,
-                        kube::runtime::watcher::Config::default(),
-                        move |repo: GitRepository| match revisions.changed(&repo) {
-                            Some(revision) => {
-                                let all = store.state();
-                                dependents(&repo, &revision, all.iter().map(AsRef::as_ref))
+                    let controller =
+                        controller.watches_stream(repo_events, move |repo: GitRepository| {
+                            match revisions.changed(&repo) {
+                                Some(revision) => {
+                                    let all = store.state();
+                                    dependents(&repo, &revision, all.iter().map(AsRef::as_ref))
+                                }
+                                None => Vec::new(),
                             }
-                            None => Vec::new(),
-                        },
-                    )
+                        });
+                    match drift {
+                        Some(drift) => {
+                            controller.reconcile_on(drift.map(|(ns, name)| {
+                                ObjectRef::<Kustomization>::new(&name).within(&ns)
+                            }))
+                        }
+                        None => controller,
+                    }
                 },
             )
             .await;

@@ -6,8 +6,9 @@
 //! the status is written with a merge patch to the status subresource.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -16,6 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store};
 use kube::{Client, Config, Resource, ResourceExt};
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{
@@ -32,6 +34,7 @@ use rflux_common::runtime::{EventRecorder, EventType, format_go_duration, parse_
 use rflux_kustomize::FluxOverrides;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::apply::{
     ApplyOptions, ChangeSet, Owner, Resolver, apply_all_with, compile_ignore_rules,
@@ -42,6 +45,7 @@ use crate::health::{wait_for_applied, wait_for_with_exprs, wait_targets};
 use crate::inventory::{self, ObjectRef, split_api_version};
 use crate::prune::{FinalizeAction, finalize, finalize_action, prune};
 use crate::substitute::post_build;
+use crate::tracker::Tracker;
 
 /// Controller name (event source, field manager owner).
 pub const CONTROLLER_NAME: &str = "kustomize-controller";
@@ -91,6 +95,14 @@ pub struct Context {
     /// `AdditiveCELDependencyCheck` feature gate: a `dependsOn[].readyExpr` is checked in
     /// addition to the built-in readiness rules instead of replacing them.
     pub additive_cel_dependency_check: bool,
+    /// The applied-object tracker (local cluster only); `None` disables it.
+    pub tracker: Option<Arc<Tracker>>,
+    /// The GitRepository cache of the source watch, once it runs (a miss reads the API).
+    pub sources: OnceLock<Store<GitRepository>>,
+    /// `--concurrent` work slots: a reconcile holds one from its start until its health
+    /// check, which waits on the tracker's watches without holding it (the controller runs
+    /// reconciles with no other bound).
+    pub work_slots: Arc<Semaphore>,
     /// Impersonating clients, by user name.
     clients: Mutex<HashMap<String, Client>>,
 }
@@ -116,6 +128,9 @@ impl Context {
             override_managers: Vec::new(),
             custom_stage_kinds: Vec::new(),
             additive_cel_dependency_check: false,
+            tracker: None,
+            sources: OnceLock::new(),
+            work_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             clients: Mutex::new(HashMap::new()),
         }
     }
@@ -525,6 +540,8 @@ impl Failure {
 
 /// A successful run.
 struct Applied {
+    /// Whether anything was created, configured or deleted.
+    changed: bool,
     revision: String,
     origin_revision: Option<String>,
     inventory: ResourceInventory,
@@ -602,8 +619,11 @@ pub async fn reconcile(
     let ks = obj.as_ref();
     let api = api_for(ks, &ctx.client)?;
     if ks.meta().deletion_timestamp.is_some() {
+        let _slot = ctx.work_slots.clone().acquire_owned().await.ok();
         return finalize_deleted(ks, &api, &ctx).await;
     }
+    // Taken once the source has an artifact (see Pipeline::run).
+    let mut slot = None;
     if !ks.finalizers().iter().any(|f| f == FLUX_FINALIZER) {
         add_finalizer(&api, ks, FLUX_FINALIZER).await?;
     }
@@ -616,13 +636,21 @@ pub async fn reconcile(
     let mut conds = status.conditions.take().unwrap_or_default();
     let generation = ks.meta().generation;
     let requested = cond::requested_at(ks.meta().annotations.as_ref()).map(str::to_string);
+    // The state a no-op reconcile leaves as it found: Ready at this generation.
+    let was_ready = cond::is_ready(&conds) && status.observed_generation == generation;
+    let was_revision = status.last_applied_revision.clone();
+    let owner_key = (ks.namespace().unwrap_or_default(), ks.name_any());
+    let _busy = ctx.tracker.as_ref().map(|t| {
+        t.started(&owner_key);
+        t.begin(owner_key.clone())
+    });
 
     let outcome = Pipeline {
         ks,
         ctx: &ctx,
         api: &api,
     }
-    .run(&mut status, &mut conds)
+    .run(&mut status, &mut conds, &mut slot)
     .await;
 
     let now = Timestamp::now();
@@ -668,6 +696,12 @@ pub async fn reconcile(
                 format_go_duration(start.elapsed()),
                 ks.spec.interval
             );
+            // A reconcile that changed nothing of a Ready Kustomization is logged, not
+            // recorded as an event (Flux records one every time).
+            let quiet = !done.changed && was_ready && was_revision.as_ref() == Some(&done.revision);
+            if quiet {
+                tracing::info!(revision = %done.revision, "{ev_msg}");
+            }
             (
                 requeue_success(interval, ctx.jitter_percentage),
                 (
@@ -675,7 +709,7 @@ pub async fn reconcile(
                     RECONCILIATION_SUCCEEDED_REASON,
                     ev_msg,
                     done.revision,
-                    false,
+                    quiet,
                 ),
             )
         }
@@ -727,7 +761,14 @@ pub async fn reconcile(
         }
     };
     status.conditions = Some(conds);
-    patch_status(&api, &ks.name_any(), &status).await?;
+    // A retry that changes nothing (still waiting for the same source) writes nothing.
+    let unchanged = ks
+        .status
+        .as_ref()
+        .is_some_and(|old| serde_json::to_value(old).ok() == serde_json::to_value(&status).ok());
+    if !unchanged {
+        patch_status(&api, &ks.name_any(), &status).await?;
+    }
     let (t, reason, msg, rev, quiet) = ev;
     // A dependency wait is routine: Flux records it at info severity.
     let t = if reason == DEPENDENCY_NOT_READY_REASON {
@@ -753,6 +794,7 @@ impl Pipeline<'_> {
         &self,
         status: &mut KustomizationStatus,
         conds: &mut Vec<Condition>,
+        slot: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Applied, Failure> {
         let spec = &self.ks.spec;
         let ns = self.ks.namespace().unwrap_or_default();
@@ -802,8 +844,9 @@ impl Pipeline<'_> {
         duration_of("interval", &spec.interval)?;
         duration_of("retryInterval", spec.retry_interval())?;
 
-        // Stage: source.
+        // Stage: source. Waiting for one holds no work slot; the rest of the pipeline does.
         let (source_ns, artifact) = self.source().await?;
+        *slot = self.ctx.work_slots.clone().acquire_owned().await.ok();
         let revision = artifact.revision.clone();
         cond::mark_reconciling(
             conds,
@@ -815,11 +858,18 @@ impl Pipeline<'_> {
             generation,
             Timestamp::now(),
         );
-        status.conditions = Some(conds.clone());
-        if let Err(e) = patch_status(self.api, &self.ks.name_any(), status).await {
-            tracing::warn!(error = %e, "unable to record progress");
+        // A re-run of the applied revision of a Ready Kustomization does not announce itself:
+        // most change nothing, and the final status follows in milliseconds.
+        let rerun = cond::is_ready(conds)
+            && status.observed_generation == generation
+            && status.last_applied_revision.as_deref() == Some(revision.as_str());
+        if !rerun {
+            status.conditions = Some(conds.clone());
+            if let Err(e) = patch_status(self.api, &self.ks.name_any(), status).await {
+                tracing::warn!(error = %e, "unable to record progress");
+            }
+            status.conditions = None;
         }
-        status.conditions = None;
 
         // Stage: dependsOn.
         self.dependencies(&source_ns, &revision)
@@ -918,7 +968,30 @@ impl Pipeline<'_> {
         })?;
         let resolver = Resolver::new(client);
         let owner = owner_of(self.ks);
+        let owner_key = (owner.namespace.clone(), owner.name.clone());
         let mut opts = ApplyOptions::new(owner.clone());
+        // The tracker watches the local cluster only.
+        let tracker = self
+            .ctx
+            .tracker
+            .clone()
+            .filter(|_| spec.kube_config.is_none());
+        opts.tracker = tracker.clone();
+        opts.tracker_salt = {
+            let mut h = DefaultHasher::new();
+            spec.force().hash(&mut h);
+            serde_json::to_string(&spec.ignore)
+                .unwrap_or_default()
+                .hash(&mut h);
+            self.ctx.override_managers.hash(&mut h);
+            impersonation_user(
+                &ns,
+                spec.service_account_name.as_deref(),
+                &self.ctx.default_service_account,
+            )
+            .hash(&mut h);
+            h.finish()
+        };
         opts.force = spec.force();
         opts.wait_timeout = timeout;
         opts.override_managers = self.ctx.override_managers.clone();
@@ -939,9 +1012,13 @@ impl Pipeline<'_> {
                     .at(&revision)
             })?;
         self.changes_event(&changes, &revision).await;
+        let mut changed = changes.has_changes();
 
         // Stage: prune.
         let mut new_inventory = inventory::build(changes.objects());
+        if let Some(t) = &tracker {
+            t.retain(&owner_key, &inventory_refs(Some(&new_inventory)));
+        }
         if spec.prune
             && let Some(old) = status.inventory.as_ref()
         {
@@ -950,7 +1027,10 @@ impl Pipeline<'_> {
             })?;
             if !stale.is_empty() {
                 match prune(&resolver, &stale, &owner).await {
-                    Ok(pruned) => self.changes_event(&pruned, &revision).await,
+                    Ok(pruned) => {
+                        changed |= pruned.has_changes();
+                        self.changes_event(&pruned, &revision).await;
+                    }
                     Err(e) => {
                         inventory::merge_back(&mut new_inventory, &e.not_deleted);
                         status.inventory = Some(new_inventory);
@@ -968,7 +1048,7 @@ impl Pipeline<'_> {
         status.inventory = Some(new_inventory.clone());
 
         // Stage: health.
-        let mut targets = if spec.wait() {
+        let mut targets: Vec<ObjectRef> = if spec.wait() {
             wait_targets(&changes, &owner)
         } else {
             Vec::new()
@@ -976,11 +1056,19 @@ impl Pipeline<'_> {
         if !spec.wait() {
             targets.extend(health_check_refs(spec, &ns));
         }
+        // The applied objects' health comes from the tracker's watches when it has them all.
+        let watched = tracker
+            .as_ref()
+            .filter(|t| spec.wait() && health_exprs.is_empty() && t.covers(&owner_key, &targets));
         let healthy = if targets.is_empty() {
             None
         } else {
             let started = Instant::now();
-            let waited = if spec.wait() {
+            let waited = if let Some(t) = watched {
+                // Waiting holds no work slot.
+                slot.take();
+                t.wait_current(&owner_key, &targets, timeout).await
+            } else if spec.wait() {
                 wait_for_applied(&resolver, &targets, timeout, &health_exprs).await
             } else {
                 wait_for_with_exprs(&resolver, &targets, timeout, &health_exprs).await
@@ -996,6 +1084,7 @@ impl Pipeline<'_> {
         };
 
         Ok(Applied {
+            changed,
             origin_revision: artifact
                 .metadata
                 .as_ref()
@@ -1034,7 +1123,17 @@ impl Pipeline<'_> {
         }
         let api: Api<GitRepository> = Api::namespaced(self.ctx.client.clone(), &source_ns);
         let id = format!("GitRepository/{source_ns}/{}", r.name);
-        let repo = match api.get_opt(&r.name).await {
+        // The source watch's cache first (what a new revision triggered us with); a miss reads
+        // the API, so a repository created a moment ago is not reported missing.
+        let cached =
+            self.ctx.sources.get().and_then(|store| {
+                store.get(&reflector::ObjectRef::new(&r.name).within(&source_ns))
+            });
+        let fetched = match cached {
+            Some(repo) => Ok(Some(repo.as_ref().clone())),
+            None => api.get_opt(&r.name).await,
+        };
+        let repo = match fetched {
             Ok(Some(repo)) => repo,
             Ok(None) => {
                 return Err(Failure::new(
@@ -1202,6 +1301,9 @@ async fn finalize_deleted(
                 return Err(ReconcileError::Finalize(e.to_string()));
             }
         }
+    }
+    if let Some(t) = &ctx.tracker {
+        t.forget_owner(&(ks.namespace().unwrap_or_default(), ks.name_any()));
     }
     remove_finalizer(api, ks, FLUX_FINALIZER).await?;
     Ok(no_requeue())

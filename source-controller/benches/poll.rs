@@ -10,7 +10,11 @@
 //! `--concurrent=RFLUX_BENCH_POLL_CONCURRENT` (default 4), waits until every object is Ready,
 //! then samples the process' utime+stime from `/proc/<pid>/stat` and the reconcile count from its
 //! `controller_runtime_reconcile_total` over `RFLUX_BENCH_POLL_MINUTES` minutes (default 3).
-//! Prints CPU seconds per minute and per reconcile as a markdown table. Nothing is asserted.
+//! Prints CPU seconds per minute and per reconcile as a markdown table, then the process' peak
+//! RSS (`VmHWM`) and RSS (`VmRSS`, split into anon and file-backed) when all are Ready and at the
+//! end of the window. `RFLUX_BENCH_POLL_WRAP` runs the controller under a profiler (see below).
+//! Leftover GitRepositories of an earlier run lose their finalizers before their namespace is
+//! deleted (no controller runs to remove them). Nothing is asserted.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -20,7 +24,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_e2e::{ControlPlane, GitServer};
 use serde_json::json;
@@ -69,11 +73,12 @@ fn cpu_seconds(pid: u32, ticks: f64) -> f64 {
     (utime + stime) / ticks
 }
 
-fn rss_mib(pid: u32) -> f64 {
+/// A `/proc/<pid>/status` memory field (`VmRSS`, `VmHWM`, `RssAnon`, ...) in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|kib| kib.parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)
@@ -131,9 +136,33 @@ async fn ensure_crd(client: &Client) {
     }
 }
 
+/// Removes the finalizers of every GitRepository left in the namespace (no controller runs to
+/// remove them, and they would hold its deletion forever).
+async fn drop_finalizers(client: &Client) {
+    let api: Api<GitRepository> = Api::namespaced(client.clone(), NAMESPACE);
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return;
+    };
+    let patch = json!({"metadata": {"finalizers": null}});
+    futures::stream::iter(list.items)
+        .map(|o| {
+            let (api, patch) = (api.clone(), patch.clone());
+            async move {
+                let name = o.metadata.name.unwrap_or_default();
+                let _ = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
 async fn fresh_namespace(client: &Client) {
     let nss: Api<Namespace> = Api::all(client.clone());
     if nss.get_opt(NAMESPACE).await.unwrap().is_some() {
+        drop_finalizers(client).await;
         let _ = nss.delete(NAMESPACE, &DeleteParams::default()).await;
         let deadline = Instant::now() + Duration::from_secs(300);
         while nss.get_opt(NAMESPACE).await.unwrap().is_some() {
@@ -241,7 +270,22 @@ async fn main() {
     let log_path = std::env::temp_dir().join("rflux-bench-poll-source-controller.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let t_start = Instant::now();
-    let child = Command::new(&bin)
+    // RFLUX_BENCH_POLL_WRAP: a command prefix for profiling, e.g. `heaptrack -o /tmp/sc` or
+    // `perf record -e cpu-clock -g -o /tmp/sc.data` (the CPU and RSS then include the wrapper's).
+    let wrap: Vec<String> = std::env::var("RFLUX_BENCH_POLL_WRAP")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(&bin);
+            c
+        }
+        None => Command::new(&bin),
+    };
+    let child = cmd
         .env("KUBECONFIG", cp.kubeconfig_path())
         .env("RUNTIME_NAMESPACE", NAMESPACE)
         .args([
@@ -278,6 +322,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
     let cpu_to_ready = cpu_seconds(pid, ticks);
+    let (peak_ready, rss_ready) = (status_mib(pid, "VmHWM"), status_mib(pid, "VmRSS"));
 
     // The steady state: every object polls its remote once per interval; nothing changes.
     let window = Duration::from_secs_f64(minutes * 60.0);
@@ -292,7 +337,14 @@ async fn main() {
         reconcile_total(metrics).await,
         t0.elapsed(),
     );
-    let rss = rss_mib(pid);
+    let rss = status_mib(pid, "VmRSS");
+    let (anon, file) = (status_mib(pid, "RssAnon"), status_mib(pid, "RssFile"));
+    let peak = status_mib(pid, "VmHWM");
+    let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().to_string()))
+        .unwrap_or_default();
     let still_ready = ready_count(&api.list(&ListParams::default()).await.unwrap().items);
     drop(ctl);
 
@@ -324,10 +376,19 @@ async fn main() {
         cpu / elapsed.as_secs_f64() * 100.0,
         rss,
     );
+    println!();
+    println!(
+        "| RSS peak at all Ready | RSS at all Ready | RSS peak at end | RSS at end (anon + file) | threads |"
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {peak_ready:.1} MiB | {rss_ready:.1} MiB | {peak:.1} MiB | {rss:.1} MiB ({anon:.1} + {file:.1}) | {threads} |"
+    );
     if still_ready != objects {
         println!("note: {still_ready} of {objects} were Ready at the end of the window");
     }
 
+    drop_finalizers(&client).await;
     let nss: Api<Namespace> = Api::all(client.clone());
     let _ = nss.delete(NAMESPACE, &DeleteParams::default()).await;
 }

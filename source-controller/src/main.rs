@@ -13,6 +13,7 @@ use kube::core::PartialObjectMeta;
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates, parse_listen_addr};
+use rflux_common::runtime::process;
 use rflux_common::runtime::{Manager, RuntimeError, SourceControllerFlags, init_logging};
 use source_controller::artifact::{
     ArtifactError, DigestAlgorithm, Storage, StorageOptions, advertised_address, package_to_file,
@@ -76,10 +77,8 @@ fn main() -> ExitCode {
             },
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    process::cap_malloc_arenas(CONTROLLER_NAME);
+    let runtime = match process::build_runtime(cli.flags.concurrent) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{CONTROLLER_NAME}: cannot start the async runtime: {e}");

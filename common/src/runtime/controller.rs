@@ -39,6 +39,17 @@ pub fn flux_predicate<K: Resource>(obj: &K) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Drops what no reconciler reads from an object before it is cached (kube's reflector store keeps
+/// every watched object): `metadata.managedFields` and the
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation, often most of an object's size.
+pub fn strip_for_cache<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
 /// How one controller is run.
 #[derive(Debug, Clone)]
 pub struct ControllerSettings {
@@ -136,6 +147,7 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
     let (reader, writer) = reflector::store();
     let stream = watcher(api, wc)
         .default_backoff()
+        .modify(strip_for_cache)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(flux_predicate, Default::default());
@@ -231,4 +243,36 @@ pub fn requeue_dependency(delay: std::time::Duration) -> Action {
 /// Stalled or suspended: no requeue until the object changes.
 pub fn no_requeue() -> Action {
     Action::await_change()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn strip_for_cache_drops_managed_fields_and_last_applied_only() {
+        let mut cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "a", "generation": 3,
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"big\":1}",
+                    "reconcile.fluxcd.io/requestedAt": "now",
+                },
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+            },
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        let before = flux_predicate(&cm);
+        strip_for_cache(&mut cm);
+        assert!(cm.metadata.managed_fields.is_none());
+        let ann = cm.metadata.annotations.as_ref().unwrap();
+        assert_eq!(ann.len(), 1);
+        assert_eq!(ann["reconcile.fluxcd.io/requestedAt"], "now");
+        assert_eq!(cm.data.as_ref().unwrap()["k"], "v");
+        // The watch predicate sees the same object.
+        assert_eq!(flux_predicate(&cm), before);
+    }
 }

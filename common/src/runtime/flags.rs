@@ -310,6 +310,9 @@ pub const KUSTOMIZE_FEATURE_GATES: &[(&str, bool)] = &[
     ("DirectSourceFetch", false),
     ("MigrateAPIVersion", false),
     ("ObjectLevelWorkloadIdentity", false),
+    // Ours, not Flux's: watch the applied objects (no-op reconciles without requests per
+    // object, self-heal on drift within a second). `WatchAppliedObjects=false` turns it off.
+    ("WatchAppliedObjects", true),
 ];
 
 /// Feature-gate defaults of source-controller (flux-spec §5.3).

@@ -15,6 +15,7 @@ pub mod leader;
 pub mod logging;
 pub mod manager;
 pub mod metrics;
+pub mod process;
 pub mod server;
 pub mod shutdown;
 

@@ -1,6 +1,8 @@
 //! Smart HTTP(S): `GET <url>/info/refs?service=git-upload-pack`, then
 //! `POST <url>/git-upload-pack` per request (gitprotocol-http).
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use reqwest::{Client, StatusCode, header};
@@ -29,12 +31,101 @@ fn ensure_crypto_provider() {
     }
 }
 
+/// What an HTTP client is built from: remotes with equal settings share one client (and so its
+/// parsed CA roots and its pool of idle connections). Credentials sent per request (basic auth,
+/// bearer tokens) are not part of it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ClientKey {
+    timeout: Duration,
+    ca_pem: Option<String>,
+    client_cert_pem: Option<String>,
+    client_key_pem: Option<String>,
+    proxy: Option<String>,
+}
+
+impl ClientKey {
+    fn of(remote: &Remote) -> Self {
+        ClientKey {
+            timeout: remote.timeout,
+            ca_pem: remote.tls.ca_pem.clone(),
+            client_cert_pem: remote.tls.client_cert_pem.clone(),
+            client_key_pem: remote.tls.client_key_pem.clone(),
+            proxy: remote.proxy.clone(),
+        }
+    }
+}
+
+/// How many distinct client settings are kept; the least recently used is dropped beyond that.
+const CLIENT_CACHE_CAPACITY: usize = 16;
+
+/// A small least-recently-used map of built clients.
+struct ClientCache {
+    clients: HashMap<ClientKey, (Client, u64)>,
+    tick: u64,
+}
+
+impl ClientCache {
+    fn get(&mut self, key: &ClientKey) -> Option<Client> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.clients.get_mut(key).map(|(c, used)| {
+            *used = tick;
+            c.clone()
+        })
+    }
+
+    fn insert(&mut self, key: ClientKey, client: Client) {
+        self.tick += 1;
+        if !self.clients.contains_key(&key)
+            && self.clients.len() >= CLIENT_CACHE_CAPACITY
+            && let Some(oldest) = self
+                .clients
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            self.clients.remove(&oldest);
+        }
+        self.clients.insert(key, (client, self.tick));
+    }
+}
+
+static CLIENTS: LazyLock<Mutex<ClientCache>> = LazyLock::new(|| {
+    Mutex::new(ClientCache {
+        clients: HashMap::new(),
+        tick: 0,
+    })
+});
+
+/// The shared client for `remote`'s settings, built on first use. Building one loads and parses
+/// the platform's CA roots, which costs far more CPU than a no-op poll of a repository.
+fn client_for(remote: &Remote) -> Result<Client, GitError> {
+    let key = ClientKey::of(remote);
+    // A poisoned lock only means another thread panicked mid-update: the map is still usable.
+    if let Some(c) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(c);
+    }
+    let client = build_client(remote)?;
+    CLIENTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, client.clone());
+    Ok(client)
+}
+
+/// How long an idle pooled connection is kept for reuse by the next request to the same host.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// At most this many idle connections per host are kept.
+const POOL_MAX_IDLE_PER_HOST: usize = 4;
+
 fn build_client(remote: &Remote) -> Result<Client, GitError> {
     ensure_crypto_provider();
     let mut b = Client::builder()
         .user_agent(concat!("git/rflux-git-", env!("CARGO_PKG_VERSION")))
         .connect_timeout(remote.timeout)
-        .timeout(remote.timeout);
+        .timeout(remote.timeout)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST);
     if let Some(ca) = &remote.tls.ca_pem {
         let certs = reqwest::Certificate::from_pem_bundle(ca.as_bytes())
             .map_err(|_| GitError::Tls("the CA bundle is not valid PEM".into()))?;
@@ -153,7 +244,7 @@ impl HttpConn {
         url: &str,
     ) -> Result<(HttpConn, Advertisement), GitError> {
         let mut conn = HttpConn {
-            client: build_client(remote)?,
+            client: client_for(remote)?,
             url: url.to_string(),
             auth: remote.auth.clone(),
             max_body: remote.limits.max_pack_bytes.saturating_add(1 << 20),
@@ -239,5 +330,83 @@ impl HttpConn {
         check_status(resp.status(), "POST", &self.url)?;
         let body = self.body(resp).await?;
         Ok(PktReader::new(Box::new(std::io::Cursor::new(body))))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn remote(timeout_s: u64) -> Remote {
+        Remote::new("https://example.com/r.git").with_timeout(Duration::from_secs(timeout_s))
+    }
+
+    #[test]
+    fn equal_settings_share_a_key_and_tls_or_proxy_settings_do_not() {
+        let a = ClientKey::of(&remote(60));
+        assert!(a == ClientKey::of(&remote(60)));
+        // Per-request credentials do not make a new client.
+        let with_auth = remote(60).with_auth(crate::Auth::Basic {
+            username: "u".into(),
+            password: "p".into(),
+        });
+        assert!(a == ClientKey::of(&with_auth));
+        assert!(a != ClientKey::of(&remote(30)));
+        let mut ca = remote(60);
+        ca.tls.ca_pem = Some("pem".into());
+        assert!(a != ClientKey::of(&ca));
+        let mut proxied = remote(60);
+        proxied.proxy = Some("http://proxy:3128".into());
+        assert!(a != ClientKey::of(&proxied));
+    }
+
+    #[test]
+    fn the_cache_drops_the_least_recently_used_client() {
+        let mut cache = ClientCache {
+            clients: HashMap::new(),
+            tick: 0,
+        };
+        let client = build_client(&remote(1)).unwrap();
+        let keys: Vec<ClientKey> = (0..=CLIENT_CACHE_CAPACITY as u64)
+            .map(|i| ClientKey::of(&remote(i + 1)))
+            .collect();
+        for k in &keys[..CLIENT_CACHE_CAPACITY] {
+            cache.insert(k.clone(), client.clone());
+        }
+        // Touch the oldest so that the second oldest goes first.
+        assert!(cache.get(&keys[0]).is_some());
+        cache.insert(keys[CLIENT_CACHE_CAPACITY].clone(), client.clone());
+        assert_eq!(cache.clients.len(), CLIENT_CACHE_CAPACITY);
+        assert!(cache.get(&keys[0]).is_some());
+        assert!(cache.get(&keys[1]).is_none());
+        assert!(cache.get(&keys[CLIENT_CACHE_CAPACITY]).is_some());
+        // Re-inserting a present key evicts nothing.
+        cache.insert(keys[2].clone(), client);
+        assert_eq!(cache.clients.len(), CLIENT_CACHE_CAPACITY);
+    }
+
+    #[test]
+    fn client_for_reuses_the_client_built_for_equal_settings() {
+        let r = remote(77);
+        let key = ClientKey::of(&r);
+        client_for(&r).unwrap();
+        let count = |k: &ClientKey| {
+            CLIENTS
+                .lock()
+                .unwrap()
+                .clients
+                .get(k)
+                .map(|(_, used)| *used)
+        };
+        let first = count(&key).unwrap();
+        client_for(&r).unwrap();
+        // Same entry, used again (not rebuilt under a new key).
+        assert!(count(&key).unwrap() > first);
+        // A bad CA bundle is an error and is not cached.
+        let mut bad = remote(78);
+        bad.tls.ca_pem = Some("not pem".into());
+        assert!(matches!(client_for(&bad), Err(GitError::Tls(_))));
+        assert!(count(&ClientKey::of(&bad)).is_none());
     }
 }

@@ -42,7 +42,9 @@ pub const EXE_FILE_MODE: u32 = 0o700;
 const BLOCK: usize = 512;
 const NAME_SIZE: usize = 100;
 const PREFIX_SIZE: usize = 155;
-const COPY_BUF: usize = 256 * 1024;
+/// File contents are copied through a buffer of this size (64 KiB: larger reads gain nothing on
+/// the small files of a repository, and the buffer is resident while packaging).
+const COPY_BUF: usize = 64 * 1024;
 
 pub use rflux_common::digest::DigestAlgorithm;
 use rflux_common::digest::Hasher;

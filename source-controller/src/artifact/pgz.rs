@@ -65,7 +65,69 @@ fn compress_chunk(dict: &[u8], data: &[u8], last: bool) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Compression threads, started when the input outgrows its first chunk.
+struct Workers {
+    /// `None` once closed.
+    jobs: Option<mpsc::Sender<Job>>,
+    results: mpsc::Receiver<JobResult>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    fn start(threads: usize) -> io::Result<Workers> {
+        let (job_tx, job_rx) = mpsc::channel::<Job>();
+        let (res_tx, res_rx) = mpsc::channel::<JobResult>();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let mut handles = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let job_rx = Arc::clone(&job_rx);
+            let res_tx = res_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name("pgz".into())
+                .spawn(move || {
+                    loop {
+                        let job = {
+                            let guard = job_rx.lock().unwrap_or_else(|e| e.into_inner());
+                            guard.recv()
+                        };
+                        let Ok(job) = job else { break };
+                        let r = compress_chunk(&job.dict, &job.data, job.last);
+                        if res_tx.send((job.index, r)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            match handle {
+                Ok(h) => handles.push(h),
+                // Fewer threads still work; none at all is an error.
+                Err(e) if handles.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(Workers {
+            jobs: Some(job_tx),
+            results: res_rx,
+            handles,
+        })
+    }
+}
+
+impl Drop for Workers {
+    /// Closes the job queue and waits for the threads (each ends after its current chunk), also
+    /// when the stream is abandoned on an error.
+    fn drop(&mut self) {
+        self.jobs = None;
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
 /// The writer side: collects input into chunks, dispatches them, writes results in order.
+///
+/// Memory follows the input: the chunk buffer grows with the data written (a small artifact
+/// never reserves a whole chunk), and the compression threads are only started once the input
+/// is larger than one chunk (a smaller one is compressed on the calling thread, in one piece).
 pub struct ParallelGz<W: Write> {
     out: W,
     buf: Vec<u8>,
@@ -74,40 +136,38 @@ pub struct ParallelGz<W: Write> {
     next_index: u64,
     next_write: u64,
     pending: BTreeMap<u64, Vec<u8>>,
-    jobs: Option<mpsc::Sender<Job>>,
-    results: Option<mpsc::Receiver<JobResult>>,
+    threads: usize,
+    workers: Option<Workers>,
     in_flight: usize,
     max_in_flight: usize,
 }
 
 impl<W: Write> ParallelGz<W> {
-    fn new_inner(
-        mut out: W,
-        workers: Option<(mpsc::Sender<Job>, mpsc::Receiver<JobResult>)>,
-        threads: usize,
-    ) -> io::Result<Self> {
+    fn new_inner(mut out: W, threads: usize) -> io::Result<Self> {
         out.write_all(&GZIP_HEADER)?;
-        let (jobs, results) = match workers {
-            Some((j, r)) => (Some(j), Some(r)),
-            None => (None, None),
-        };
         Ok(ParallelGz {
             out,
-            buf: Vec::with_capacity(CHUNK_SIZE),
+            buf: Vec::new(),
             tail: Vec::new(),
             crc: Crc::new(),
             next_index: 0,
             next_write: 0,
             pending: BTreeMap::new(),
-            jobs,
-            results,
+            threads: threads.max(1),
+            workers: None,
             in_flight: 0,
-            max_in_flight: threads * 2,
+            max_in_flight: threads.max(1) * 2,
         })
     }
 
     fn submit(&mut self, last: bool) -> io::Result<()> {
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_SIZE));
+        // A full chunk is likely followed by another: reserve it whole. After the last, nothing.
+        let next = if last {
+            Vec::new()
+        } else {
+            Vec::with_capacity(CHUNK_SIZE)
+        };
+        let data = std::mem::replace(&mut self.buf, next);
         self.crc.update(&data);
         let dict = std::mem::take(&mut self.tail);
         if !last {
@@ -115,20 +175,27 @@ impl<W: Write> ParallelGz<W> {
         }
         let index = self.next_index;
         self.next_index += 1;
-        match &self.jobs {
+        // Threads pay off from the second chunk on; a one-chunk input stays on this thread.
+        if self.workers.is_none() && self.threads > 1 && !last {
+            self.workers = Some(Workers::start(self.threads)?);
+        }
+        match &self.workers {
             None => {
                 let c = compress_chunk(&dict, &data, last)?;
                 self.pending.insert(index, c);
                 self.flush_ready()?;
             }
-            Some(tx) => {
-                tx.send(Job {
-                    index,
-                    dict,
-                    data,
-                    last,
-                })
-                .map_err(|_| io::Error::other("compression workers stopped"))?;
+            Some(w) => {
+                w.jobs
+                    .as_ref()
+                    .ok_or_else(|| io::Error::other("compression workers stopped"))?
+                    .send(Job {
+                        index,
+                        dict,
+                        data,
+                        last,
+                    })
+                    .map_err(|_| io::Error::other("compression workers stopped"))?;
                 self.in_flight += 1;
                 while self.in_flight >= self.max_in_flight {
                     self.receive_one()?;
@@ -139,11 +206,12 @@ impl<W: Write> ParallelGz<W> {
     }
 
     fn receive_one(&mut self) -> io::Result<()> {
-        let rx = self
-            .results
+        let w = self
+            .workers
             .as_ref()
             .ok_or_else(|| io::Error::other("no compression workers"))?;
-        let (index, r) = rx
+        let (index, r) = w
+            .results
             .recv()
             .map_err(|_| io::Error::other("compression workers stopped"))?;
         self.in_flight -= 1;
@@ -159,20 +227,24 @@ impl<W: Write> ParallelGz<W> {
         Ok(())
     }
 
-    /// Compresses what is left, writes the trailer and returns the inner writer.
+    /// Compresses what is left, writes the trailer and returns the writer.
     pub fn finish(mut self) -> io::Result<W> {
         self.submit(true)?;
-        self.jobs = None;
         while self.in_flight > 0 {
             self.receive_one()?;
         }
+        // Closes the job queue and joins the threads.
+        self.workers = None;
         if self.next_write != self.next_index {
             return Err(io::Error::other("missing compressed chunk"));
         }
-        self.out.write_all(&self.crc.sum().to_le_bytes())?;
-        self.out.write_all(&self.crc.amount().to_le_bytes())?;
-        self.out.flush()?;
-        Ok(self.out)
+        let crc = self.crc.sum().to_le_bytes();
+        let amount = self.crc.amount().to_le_bytes();
+        let mut out = self.out;
+        out.write_all(&crc)?;
+        out.write_all(&amount)?;
+        out.flush()?;
+        Ok(out)
     }
 }
 
@@ -186,13 +258,15 @@ impl<W: Write> Write for ParallelGz<W> {
         }
         Ok(n)
     }
+
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
 }
 
-/// Runs `body` with a [`ParallelGz`] over `out` using `threads` compression threads (1 = compress
-/// on the calling thread), then finishes the stream and returns `body`'s value and the writer.
+/// Runs `body` with a [`ParallelGz`] over `out` using up to `threads` compression threads (1 =
+/// compress on the calling thread; threads start only for inputs larger than one chunk), then
+/// finishes the stream and returns `body`'s value and the writer.
 pub fn with_parallel_gz<W, T, E>(
     out: W,
     threads: usize,
@@ -202,40 +276,10 @@ where
     W: Write,
     E: From<io::Error>,
 {
-    let threads = threads.max(1);
-    if threads == 1 {
-        let mut gz = ParallelGz::new_inner(out, None, 1)?;
-        let v = body(&mut gz)?;
-        let w = gz.finish()?;
-        return Ok((v, w));
-    }
-    std::thread::scope(|s| {
-        let (job_tx, job_rx) = mpsc::channel::<Job>();
-        let (res_tx, res_rx) = mpsc::channel::<JobResult>();
-        let job_rx = Arc::new(Mutex::new(job_rx));
-        for _ in 0..threads {
-            let job_rx = Arc::clone(&job_rx);
-            let res_tx = res_tx.clone();
-            s.spawn(move || {
-                loop {
-                    let job = {
-                        let guard = job_rx.lock().unwrap_or_else(|e| e.into_inner());
-                        guard.recv()
-                    };
-                    let Ok(job) = job else { break };
-                    let r = compress_chunk(&job.dict, &job.data, job.last);
-                    if res_tx.send((job.index, r)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(res_tx);
-        let mut gz = ParallelGz::new_inner(out, Some((job_tx, res_rx)), threads)?;
-        let v = body(&mut gz)?;
-        let w = gz.finish()?;
-        Ok((v, w))
-    })
+    let mut gz = ParallelGz::new_inner(out, threads)?;
+    let v = body(&mut gz)?;
+    let w = gz.finish()?;
+    Ok((v, w))
 }
 
 #[cfg(test)]
@@ -265,6 +309,33 @@ mod tests {
         })
         .unwrap();
         out
+    }
+
+    #[test]
+    fn threads_start_only_past_one_chunk_and_buffers_follow_the_input() {
+        for (n, threaded) in [
+            (1000, false),
+            (CHUNK_SIZE - 1, false),
+            (CHUNK_SIZE + 1, true),
+        ] {
+            let data = sample(n);
+            let (seen, out) = with_parallel_gz(Vec::new(), 4, |w| {
+                assert!(w.buf.capacity() == 0 && w.workers.is_none());
+                w.write_all(&data)?;
+                Ok::<_, io::Error>((w.workers.is_some(), w.buf.capacity()))
+            })
+            .unwrap();
+            assert_eq!(seen.0, threaded, "n={n}");
+            assert!(seen.1 <= CHUNK_SIZE, "n={n}: buffer {}", seen.1);
+            assert_eq!(out, gz(&data, 1), "n={n}");
+        }
+        // An abandoned stream stops its threads (dropping it joins them).
+        let data = sample(3 * CHUNK_SIZE);
+        let r = with_parallel_gz(Vec::new(), 3, |w| {
+            w.write_all(&data)?;
+            Err::<(), io::Error>(io::Error::other("body failed"))
+        });
+        assert!(r.is_err());
     }
 
     #[test]

@@ -113,6 +113,16 @@ impl<K: Resource<DynamicType = ()> + Clone> Changes<K> {
     }
 }
 
+/// Keeps only what identifies an object and its version (name, namespace, resourceVersion, uid).
+pub fn slim_metadata<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.labels = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+}
+
 fn map_secret(
     store: &Store<GitRepository>,
     ns: Option<String>,
@@ -161,6 +171,9 @@ pub async fn run_gitrepository_controller(
             let mut changes = Changes::default();
             let stream = watcher(secrets, watcher::Config::default())
                 .default_backoff()
+                // Only the name, namespace and resourceVersion are used: `Changes` keeps one
+                // copy of every Secret's metadata, so the rest is dropped.
+                .modify(slim_metadata)
                 .flat_map(move |event| {
                     let items: Vec<Result<PartialObjectMeta<Secret>, watcher::Error>> = match event
                     {
@@ -204,6 +217,32 @@ mod tests {
 
     fn names(v: Vec<Secret>) -> Vec<String> {
         v.into_iter().map(|s| s.name_any()).collect()
+    }
+
+    #[test]
+    fn slim_metadata_keeps_identity_and_version() {
+        let mut s: Secret = serde_json::from_value(json!({
+            "metadata": {
+                "name": "creds", "namespace": "a", "resourceVersion": "7", "uid": "u1",
+                "labels": {"x": "y"}, "annotations": {"big": "z"},
+                "managedFields": [{"manager": "kubectl"}],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u2"}],
+            },
+        }))
+        .unwrap();
+        slim_metadata(&mut s);
+        let m = &s.metadata;
+        assert_eq!(
+            (
+                m.name.as_deref(),
+                m.namespace.as_deref(),
+                m.resource_version.as_deref(),
+                m.uid.as_deref()
+            ),
+            (Some("creds"), Some("a"), Some("7"), Some("u1"))
+        );
+        assert!(m.labels.is_none() && m.annotations.is_none() && m.managed_fields.is_none());
+        assert!(m.owner_references.is_none());
     }
 
     #[test]

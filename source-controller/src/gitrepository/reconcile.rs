@@ -119,11 +119,15 @@ pub async fn reconcile(
     let old_status = obj.status.clone().unwrap_or_default();
     let mut status = old_status.clone();
     let now = jiff::Timestamp::now();
-    if st::begin(&mut status, generation, now)
+    // What the API server holds (as far as this reconcile knows).
+    let sent_status = if st::begin(&mut status, generation, now)
         || req_at.is_some() && req_at != old_status.last_handled_reconcile_at
     {
         patch_status(&api, &name, &status).await?;
-    }
+        status.clone()
+    } else {
+        old_status.clone()
+    };
 
     let outcome = pipeline(&obj, &ns, &name, &ctx, &mut status, generation).await;
     let now = jiff::Timestamp::now();
@@ -137,7 +141,10 @@ pub async fn reconcile(
         }
     };
     st::finish(&mut status, result, generation, req_at.as_deref(), now);
-    patch_status(&api, &name, &status).await?;
+    // Like Flux's patch helper: an unchanged status (a no-op poll) is not sent.
+    if status != sent_status {
+        patch_status(&api, &name, &status).await?;
+    }
 
     match outcome {
         Ok(done) => {

@@ -1,6 +1,15 @@
-//! `apiserver_request_total` from the apiserver's `/metrics`: parse, subtract, summarise.
+//! Process and apiserver measurements shared by the e2e tests and the fleet benchmark:
+//! `apiserver_request_total` from the apiserver's `/metrics` (scrape, parse, subtract,
+//! summarise) and CPU/RSS figures from `/proc`.
 
 use std::collections::BTreeMap;
+
+/// Scrapes the apiserver's `apiserver_request_total` with `client` (admin credentials).
+pub async fn scrape_request_total(client: &kube::Client) -> anyhow::Result<Counts> {
+    let req = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(req).await?;
+    Ok(parse_request_total(&text))
+}
 
 /// Request counts keyed by `VERB group/resource[/subresource][ dry-run]` (codes summed).
 pub type Counts = BTreeMap<String, f64>;
