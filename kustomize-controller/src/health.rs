@@ -219,19 +219,8 @@ async fn watch_until(
         let elapsed = || format_go_duration(start.elapsed());
         match goal {
             Goal::Ready => {
-                let failed: Vec<ObjectStatus> = states
-                    .iter()
-                    .filter(|s| s.status == Status::Failed)
-                    .cloned()
-                    .collect();
-                if !failed.is_empty() {
-                    return Err(HealthError::Stalled {
-                        elapsed: elapsed(),
-                        failed,
-                    });
-                }
-                if states.iter().all(|s| s.status == Status::Current) {
-                    return Ok(());
+                if let Some(done) = ready_verdict(&states, elapsed) {
+                    return done;
                 }
             }
             Goal::Gone => {
@@ -312,6 +301,29 @@ async fn watch_until(
     }
 }
 
+/// The end of a readiness wait, if it has one: `Stalled` as soon as one object is Failed
+/// (fail-fast), `Ok` once every object is Current, `None` while some are still in progress.
+pub fn ready_verdict(
+    states: &[ObjectStatus],
+    elapsed: impl Fn() -> String,
+) -> Option<Result<(), HealthError>> {
+    let failed: Vec<ObjectStatus> = states
+        .iter()
+        .filter(|s| s.status == Status::Failed)
+        .cloned()
+        .collect();
+    if !failed.is_empty() {
+        return Some(Err(HealthError::Stalled {
+            elapsed: elapsed(),
+            failed,
+        }));
+    }
+    states
+        .iter()
+        .all(|s| s.status == Status::Current)
+        .then_some(Ok(()))
+}
+
 /// Kinds without a status, which kstatus calls Current as soon as they exist and are not being
 /// deleted. The `wait: true` targets were applied by this same reconcile, so they exist: waiting
 /// for them opens no watch (saves a LIST and a WATCH per object; a no-op reconcile of 100
@@ -359,6 +371,37 @@ pub fn wait_targets(changes: &ChangeSet, owner: &Owner) -> Vec<ObjectRef> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ready_verdict_fails_fast_then_waits_for_all_current() {
+        let st = |name: &str, status| ObjectStatus {
+            object: ObjectRef {
+                group: "apps".into(),
+                version: "v1".into(),
+                kind: "Deployment".into(),
+                namespace: "a".into(),
+                name: name.into(),
+            },
+            status,
+            message: String::new(),
+            error: None,
+        };
+        let t = || "1s".to_string();
+        assert!(
+            ready_verdict(&[st("a", Status::Current), st("b", Status::InProgress)], t).is_none()
+        );
+        assert!(matches!(
+            ready_verdict(&[st("a", Status::Current), st("b", Status::Current)], t),
+            Some(Ok(()))
+        ));
+        match ready_verdict(&[st("a", Status::InProgress), st("b", Status::Failed)], t) {
+            Some(Err(HealthError::Stalled { failed, .. })) => {
+                assert_eq!(failed.len(), 1);
+                assert_eq!(failed[0].object.name, "b");
+            }
+            other => panic!("expected Stalled, got {other:?}"),
+        }
+    }
 
     #[test]
     fn statusless_kinds_are_the_ones_without_a_status() {

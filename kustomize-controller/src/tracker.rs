@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
 use crate::apply::{FIELD_MANAGER, NAME_LABEL, cleanup_patch};
-use crate::health::{HealthError, ObjectStatus};
+use crate::health::{HealthError, ObjectStatus, ready_verdict};
 use crate::inventory::ObjectRef;
 use crate::kstatus::{self, Status};
 
@@ -626,19 +626,8 @@ impl Tracker {
                 });
             }
             let states = self.health_of(objects);
-            let failed: Vec<ObjectStatus> = states
-                .iter()
-                .filter(|s| s.status == Status::Failed)
-                .cloned()
-                .collect();
-            if !failed.is_empty() {
-                break Err(HealthError::Stalled {
-                    elapsed: elapsed(),
-                    failed,
-                });
-            }
-            if states.iter().all(|s| s.status == Status::Current) {
-                break Ok(());
+            if let Some(done) = ready_verdict(&states, elapsed) {
+                break done;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 break Err(HealthError::Timeout {
