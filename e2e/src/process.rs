@@ -166,6 +166,11 @@ mod tests {
             program: PathBuf::from("sleep"),
             ..p.clone()
         };
+        // "started" is printed just before the exec: wait for the exec itself.
+        let start = Instant::now();
+        while !is_alive(&sleeping) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(is_alive(&sleeping));
         assert!(!is_alive(&p), "pid reuse guard must compare argv[0]");
         assert!(rss_kib(p.pid).is_some());
