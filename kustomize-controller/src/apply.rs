@@ -571,10 +571,37 @@ fn taken_over(manager: &str, operation: &str, overrides: &[String]) -> bool {
         || overrides.iter().any(|m| m == manager)
 }
 
+/// Whether [`cleanup_patch`] has anything to do: a kubectl/legacy annotation or label, or a
+/// managed-fields entry to take over. Cheap (nothing is copied): the tracker asks it on every
+/// watch event.
+pub fn needs_cleanup(live: &Value, overrides: &[String]) -> bool {
+    let has = |field: &str, keys: &[&str]| {
+        live.pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .is_some_and(|m| keys.iter().any(|k| m.contains_key(*k)))
+    };
+    fn str_of<'a>(e: &'a Value, k: &str) -> &'a str {
+        e.get(k).and_then(Value::as_str).unwrap_or("")
+    }
+    has("annotations", CLEANUP_ANNOTATIONS)
+        || has("labels", CLEANUP_LABELS)
+        || live
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .is_some_and(|entries| {
+                entries
+                    .iter()
+                    .any(|e| taken_over(str_of(e, "manager"), str_of(e, "operation"), overrides))
+            })
+}
+
 /// The merge patch that removes kubectl/legacy annotations and merges the managed fields of
 /// kubectl-like managers into the `kustomize-controller` Apply entry; `None` when nothing
 /// needs cleaning.
 pub fn cleanup_patch(live: &Value, overrides: &[String]) -> Option<Value> {
+    if !needs_cleanup(live, overrides) {
+        return None;
+    }
     let mut meta = Map::new();
     let mut strip = |field: &str, keys: &[&str]| {
         if let Some(m) = live

@@ -22,7 +22,7 @@ use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
 use rflux_common::runtime::client::load_config;
 use rflux_common::runtime::controller::{ControllerSettings, strip_for_cache};
-use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, parse_feature_gates};
+use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, gate_enabled, parse_feature_gates};
 use rflux_common::runtime::process;
 use rflux_common::runtime::{
     KustomizeControllerFlags, Manager, RuntimeError, init_logging, run_controller_with,
@@ -142,15 +142,9 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     fetch_opts.retries = flags.http_retry;
     let fetcher = ArtifactFetcher::new(fetch_opts)
         .map_err(|e| RuntimeError::Controller(format!("artifact fetcher: {e}")))?;
-    let strict = gates
-        .iter()
-        .any(|(name, on)| name == "StrictPostBuildSubstitutions" && *on);
-    let additive_cel = gates
-        .iter()
-        .any(|(name, on)| name == "AdditiveCELDependencyCheck" && *on);
-    let watch_applied = gates
-        .iter()
-        .any(|(name, on)| name == "WatchAppliedObjects" && *on);
+    let strict = gate_enabled(&gates, "StrictPostBuildSubstitutions");
+    let additive_cel = gate_enabled(&gates, "AdditiveCELDependencyCheck");
+    let watch_applied = gate_enabled(&gates, "WatchAppliedObjects");
     // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
     let controller_metrics = manager
         .metrics

@@ -636,14 +636,8 @@ pub async fn reconcile(
     let mut conds = status.conditions.take().unwrap_or_default();
     let generation = ks.meta().generation;
     let requested = cond::requested_at(ks.meta().annotations.as_ref()).map(str::to_string);
-    // The state a no-op reconcile leaves as it found: Ready at this generation.
-    let was_ready = cond::is_ready(&conds) && status.observed_generation == generation;
-    let was_revision = status.last_applied_revision.clone();
     let owner_key = (ks.namespace().unwrap_or_default(), ks.name_any());
-    let _busy = ctx.tracker.as_ref().map(|t| {
-        t.started(&owner_key);
-        t.begin(owner_key.clone())
-    });
+    let _busy = ctx.tracker.as_ref().map(|t| t.begin(owner_key));
 
     let outcome = Pipeline {
         ks,
@@ -698,7 +692,7 @@ pub async fn reconcile(
             );
             // A reconcile that changed nothing of a Ready Kustomization is logged, not
             // recorded as an event (Flux records one every time).
-            let quiet = !done.changed && was_ready && was_revision.as_ref() == Some(&done.revision);
+            let quiet = !done.changed && ready_at(ks, &done.revision);
             if quiet {
                 tracing::info!(revision = %done.revision, "{ev_msg}");
             }
@@ -782,6 +776,16 @@ pub async fn reconcile(
     Ok(action)
 }
 
+/// Whether `ks`, as this reconcile found it, is Ready at its generation with `revision`
+/// applied (a reconcile of it that changes nothing is a quiet re-run).
+fn ready_at(ks: &Kustomization, revision: &str) -> bool {
+    ks.status.as_ref().is_some_and(|s| {
+        cond::is_ready(s.conditions.as_deref().unwrap_or_default())
+            && s.observed_generation == ks.meta().generation
+            && s.last_applied_revision.as_deref() == Some(revision)
+    })
+}
+
 /// The stages of one reconciliation.
 struct Pipeline<'a> {
     ks: &'a Kustomization,
@@ -860,10 +864,7 @@ impl Pipeline<'_> {
         );
         // A re-run of the applied revision of a Ready Kustomization does not announce itself:
         // most change nothing, and the final status follows in milliseconds.
-        let rerun = cond::is_ready(conds)
-            && status.observed_generation == generation
-            && status.last_applied_revision.as_deref() == Some(revision.as_str());
-        if !rerun {
+        if !ready_at(self.ks, &revision) {
             status.conditions = Some(conds.clone());
             if let Err(e) = patch_status(self.api, &self.ks.name_any(), status).await {
                 tracing::warn!(error = %e, "unable to record progress");

@@ -29,7 +29,7 @@ use rflux_common::runtime::format_go_duration;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
-use crate::apply::{FIELD_MANAGER, NAME_LABEL, cleanup_patch};
+use crate::apply::{FIELD_MANAGER, NAME_LABEL, needs_cleanup};
 use crate::health::{HealthError, ObjectStatus, ready_verdict};
 use crate::inventory::ObjectRef;
 use crate::kstatus::{self, Status};
@@ -297,7 +297,7 @@ fn observe_value(obj: &Value, override_managers: &[String]) -> Live {
         fp: fingerprint(obj, FIELD_MANAGER),
         message: (health.status != Status::Current).then(|| health.message.into()),
         status: health.status,
-        dirty: cleanup_patch(obj, override_managers).is_some(),
+        dirty: needs_cleanup(obj, override_managers),
     }
 }
 
@@ -312,7 +312,7 @@ fn drifted(rec: &Record, live: Option<&Live>) -> bool {
 impl Tracker {
     /// A tracker watching with `client` (the controller's own identity). The receiver yields
     /// the Kustomizations to reconcile because one of their objects drifted.
-    /// `override_managers` is `--override-manager` (see [`cleanup_patch`]).
+    /// `override_managers` is `--override-manager` (see [`needs_cleanup`]).
     pub fn new(
         client: Client,
         override_managers: Vec<String>,
@@ -416,8 +416,14 @@ impl Tracker {
 
     /// Marks `owner` as being reconciled until the guard drops: its objects' changes are its
     /// own. When the last guard drops, objects changed by someone else meanwhile trigger again.
+    /// A delayed drift trigger of `owner` is no longer pending once its reconcile begins.
     pub fn begin(self: &Arc<Self>, owner: OwnerKey) -> Busy {
-        *self.lock().busy.entry(owner.clone()).or_default() += 1;
+        let mut st = self.lock();
+        *st.busy.entry(owner.clone()).or_default() += 1;
+        if let Some(t) = st.triggers.get_mut(&owner) {
+            t.pending = false;
+        }
+        drop(st);
         Busy {
             tracker: Arc::clone(self),
             owner,
@@ -486,13 +492,6 @@ impl Tracker {
             tokio::time::sleep(wait).await;
             let _ = tx.unbounded_send(owner);
         });
-    }
-
-    /// Clears the pending flag of a delayed trigger once its reconcile starts.
-    pub fn started(&self, owner: &OwnerKey) {
-        if let Some(t) = self.lock().triggers.get_mut(owner) {
-            t.pending = false;
-        }
     }
 
     /// A watch event: an object as it is now.

@@ -349,6 +349,11 @@ pub fn parse_feature_gates(
     Ok(gates)
 }
 
+/// Whether `name` is on in gates parsed by [`parse_feature_gates`].
+pub fn gate_enabled(gates: &[(String, bool)], name: &str) -> bool {
+    gates.iter().any(|(n, on)| n == name && *on)
+}
+
 impl RuntimeFlags {
     /// Names of flags that were given a non-default value but have no effect in this
     /// implementation yet (they are accepted so Flux's Deployment args keep working).
