@@ -3,7 +3,9 @@
 //! `reconcile` called in-process):
 //!
 //! - `spec.kubeConfig.secretRef`: objects land on the second control plane (`remote`), not on
-//!   the local one, and service-account impersonation applies on the remote;
+//!   the local one, and service-account impersonation applies on the remote; a kubeconfig
+//!   that names a file (tokenFile, client-certificate/key, certificate-authority) is Stalled
+//!   and no connection is made;
 //! - a CRD and its custom resources in one Kustomization;
 //! - `wait: true` with a Deployment that can never become ready → HealthCheckFailed;
 //! - `suspend: true` → nothing applied; resume → applied;
@@ -230,6 +232,108 @@ async fn remote_cluster_via_kubeconfig_secret() {
     // does not block it.
     h.delete("remote-missing").await;
     let _ = remote_nss.delete(&h.ns, &DeleteParams::default()).await;
+    h.finish().await;
+}
+
+/// Security (issue 14, defect 1): a tenant kubeconfig whose user reads the controller's
+/// ServiceAccount token through `tokenFile`, pointed at a server the tenant runs. The
+/// Kustomization is Stalled with a message naming the field, and the tenant's server never
+/// sees a connection (without the check, the client reads the file and sends the token there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_file_references_are_refused_without_a_request() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let h = harness("kskcfile").await;
+    // The tenant's "remote": counts every TCP connection it accepts.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let accept = tokio::spawn(async move {
+        while let Ok((_sock, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    // Stands in for /var/run/secrets/kubernetes.io/serviceaccount/token.
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "the-controllers-token").unwrap();
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
+    let variants = [
+        (
+            "kc-token-file",
+            format!("    tokenFile: {}\n", token.display()),
+            "",
+        ),
+        (
+            "kc-cert-file",
+            format!(
+                "    client-certificate: {}\n    client-key: {}\n",
+                token.display(),
+                token.display()
+            ),
+            "",
+        ),
+        ("kc-ca-file", "    token: abc\n".to_string(), "ca"),
+    ];
+    let rev = h
+        .publisher
+        .publish("repo", 1, &[("app/cm.yaml", &cm_file("stolen", "x"))])
+        .await;
+    for (name, user, ca) in &variants {
+        let ca_line = if ca.is_empty() {
+            String::new()
+        } else {
+            format!("    certificate-authority: {}\n", token.display())
+        };
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://{addr}\n{ca_line}contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n{user}"
+        );
+        secrets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "metadata": {"name": name},
+                    "stringData": {"value": kubeconfig}
+                }))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        h.create(
+            name,
+            "repo",
+            "./app",
+            json!({"kubeConfig": {"secretRef": {"name": name}}}),
+        )
+        .await;
+        let ks = run_once(&h.ks_api, &h.ctx, name).await;
+        let msg = assert_ready(&ks, "False", "ReconciliationFailed");
+        assert!(
+            msg.contains("file references are not allowed"),
+            "{name}: {msg}"
+        );
+        let conds = ks.status.as_ref().unwrap().conditions.as_ref().unwrap();
+        let stalled = conditions::get(conds, "Stalled").expect("Stalled condition");
+        assert_eq!(stalled.status, "True", "{name}");
+        assert_eq!(
+            ks.status
+                .as_ref()
+                .unwrap()
+                .last_attempted_revision
+                .as_deref(),
+            Some(rev.as_str())
+        );
+        // Deleting it must not reach the tenant's server either (no inventory: no client).
+        h.delete(name).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the controller connected to the tenant's server"
+    );
+    assert_eq!(cm_value(&h.cms, "stolen").await, None);
+    accept.abort();
     h.finish().await;
 }
 

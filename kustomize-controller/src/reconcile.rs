@@ -194,12 +194,27 @@ pub enum ClientError {
         /// The keys that were looked for.
         keys: String,
     },
-    /// The kubeconfig is not valid or uses something this controller does not allow.
+    /// The kubeconfig is not valid.
     #[error("invalid kubeconfig: {0}")]
     Kubeconfig(String),
+    /// The kubeconfig uses something this controller does not allow (plugins, insecure TLS,
+    /// file references).
+    #[error("kubeconfig not allowed: {0}")]
+    NotAllowed(String),
     /// The client could not be built from the configuration.
     #[error("failed to build client: {0}")]
     Build(#[source] kube::Error),
+}
+
+impl ClientError {
+    /// Whether the kubeconfig itself was refused (invalid or not allowed): a configuration
+    /// error that retrying does not fix, reported as Stalled.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Kubeconfig(_) | ClientError::NotAllowed(_)
+        )
+    }
 }
 
 /// The kubeconfig text in `secret`: the key `key` when given, else `value`, else `value.yaml`.
@@ -235,9 +250,12 @@ pub fn kubeconfig_from_secret(secret: &Secret, key: Option<&str>) -> Result<Stri
 
 /// A client configuration for a remote cluster from kubeconfig text, sanitized the way Flux
 /// does: exec and auth-provider plugins and disabled TLS verification are refused (this
-/// controller has no `--insecure-kubeconfig-*` flags); 30s connect timeout.
+/// controller has no `--insecure-kubeconfig-*` flags), and so is every reference to a file
+/// (see [`refuse_file_references`]); 30s connect timeout. Nothing is read from disk and no
+/// request is sent for a refused kubeconfig.
 pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
     let kc = Kubeconfig::from_yaml(text).map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
+    refuse_file_references(&kc)?;
     let current = kc.current_context.clone().unwrap_or_default();
     let user = kc
         .contexts
@@ -251,12 +269,12 @@ pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
         }
         if let Some(info) = &a.auth_info {
             if info.exec.is_some() {
-                return Err(ClientError::Kubeconfig(
+                return Err(ClientError::NotAllowed(
                     "exec credential plugins are not allowed".into(),
                 ));
             }
             if info.auth_provider.is_some() {
-                return Err(ClientError::Kubeconfig(
+                return Err(ClientError::NotAllowed(
                     "auth-provider plugins are not allowed".into(),
                 ));
             }
@@ -268,7 +286,7 @@ pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
         .filter_map(|c| c.cluster.as_ref())
         .any(|c| c.insecure_skip_tls_verify == Some(true))
     {
-        return Err(ClientError::Kubeconfig(
+        return Err(ClientError::NotAllowed(
             "insecure-skip-tls-verify is not allowed".into(),
         ));
     }
@@ -277,6 +295,42 @@ pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
         .map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
     cfg.connect_timeout = Some(Duration::from_secs(30));
     Ok(cfg)
+}
+
+/// Refuses a kubeconfig from a tenant's Secret that names a file: `tokenFile`,
+/// `client-certificate`, `client-key` (users) or `certificate-authority` (clusters). The
+/// client would read them from the controller's own filesystem, so a tenant could send the
+/// controller's ServiceAccount token to a server of its choice. Flux keeps only the inline
+/// data of a kubeconfig; we refuse instead of dropping, so the tenant sees why. Every entry
+/// is checked, not only the current context's: none of them has a use for a file.
+pub fn refuse_file_references(kc: &Kubeconfig) -> Result<(), ClientError> {
+    let refused = |kind: &str, name: &str, field: &str| {
+        Err(ClientError::NotAllowed(format!(
+            "{kind} '{name}' references a file ({field}): file references are not allowed, \
+             use the inline -data fields or token instead"
+        )))
+    };
+    for a in &kc.auth_infos {
+        let Some(info) = &a.auth_info else { continue };
+        if info.token_file.is_some() {
+            return refused("user", &a.name, "tokenFile");
+        }
+        if info.client_certificate.is_some() {
+            return refused("user", &a.name, "client-certificate");
+        }
+        if info.client_key.is_some() {
+            return refused("user", &a.name, "client-key");
+        }
+    }
+    for c in &kc.clusters {
+        if c.cluster
+            .as_ref()
+            .is_some_and(|c| c.certificate_authority.is_some())
+        {
+            return refused("cluster", &c.name, "certificate-authority");
+        }
+    }
+    Ok(())
 }
 
 /// Errors that make the runner retry with backoff (stage failures are reported in the status
@@ -511,6 +565,9 @@ enum Retry {
     Interval,
     /// Only when the object changes (stalled).
     Never,
+    /// Stalled, but tried again at `spec.retryInterval`: the cause lives outside the object
+    /// (a kubeconfig Secret), so fixing it needs no change of the Kustomization.
+    StalledRetry,
 }
 
 /// A stage failure.
@@ -715,7 +772,7 @@ pub async fn reconcile(
                 // CEL (helper O): a terminal configuration error is observed (Flux).
                 status.observed_generation = generation;
             }
-            if f.retry == Retry::Never {
+            if matches!(f.retry, Retry::Never | Retry::StalledRetry) {
                 cond::mark_stalled(&mut conds, f.reason, &f.message, generation, now);
             } else {
                 // Like Flux, Reconciling keeps the message of the stage that was in progress.
@@ -737,7 +794,7 @@ pub async fn reconcile(
             }
             let action = match f.retry {
                 Retry::Dependency => requeue_dependency(ctx.requeue_dependency),
-                Retry::Interval => Action::requeue(
+                Retry::Interval | Retry::StalledRetry => Action::requeue(
                     parse_go_duration(ks.spec.retry_interval()).unwrap_or(Duration::from_secs(60)),
                 ),
                 Retry::Never => no_requeue(),
@@ -965,7 +1022,12 @@ impl Pipeline<'_> {
             Timestamp::now(),
         );
         let client = self.ctx.apply_client(self.ks).await.map_err(|e| {
-            Failure::new(RECONCILIATION_FAILED_REASON, e.to_string(), Retry::Interval).at(&revision)
+            let retry = if e.is_refused() {
+                Retry::StalledRetry
+            } else {
+                Retry::Interval
+            };
+            Failure::new(RECONCILIATION_FAILED_REASON, e.to_string(), retry).at(&revision)
         })?;
         let resolver = Resolver::new(client);
         let owner = owner_of(self.ks);
@@ -1574,5 +1636,60 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("insecure"), "{err}");
         assert!(remote_config("not: [a kubeconfig").await.is_err());
+    }
+
+    /// A file reference in any user or cluster entry is refused before the kubeconfig is
+    /// loaded, even where inline data would take precedence, and even when the file exists.
+    #[tokio::test]
+    async fn remote_config_refuses_file_references() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "controller-token").unwrap();
+        let t = token.display();
+        for (user, cluster, field) in [
+            (format!("    tokenFile: {t}\n"), String::new(), "tokenFile"),
+            (
+                format!("    token: abc\n    tokenFile: {t}\n"),
+                String::new(),
+                "tokenFile",
+            ),
+            (
+                format!("    client-certificate: {t}\n    client-key-data: Zm9v\n"),
+                String::new(),
+                "client-certificate",
+            ),
+            (
+                format!("    client-certificate-data: Zm9v\n    client-key: {t}\n"),
+                String::new(),
+                "client-key",
+            ),
+            (
+                "    token: abc\n".to_string(),
+                format!("    certificate-authority: {t}\n"),
+                "certificate-authority",
+            ),
+        ] {
+            let err = remote_config(&kubeconfig(&user, &cluster))
+                .await
+                .unwrap_err();
+            assert!(err.is_refused(), "{field}: {err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(field) && msg.contains("file references are not allowed"),
+                "{field}: {msg}"
+            );
+        }
+        // A user that the current context does not select is checked too.
+        let other = format!(
+            "{}- name: other\n  user:\n    tokenFile: {t}\n",
+            kubeconfig("    token: abc\n", "")
+        );
+        let err = remote_config(&other).await.unwrap_err();
+        assert!(err.to_string().contains("user 'other'"), "{err}");
+        // Inline data stays allowed.
+        let inline = "    client-certificate-data: Zm9v\n    client-key-data: YmFy\n";
+        let ca = "    certificate-authority-data: Zm9v\n";
+        let kc = Kubeconfig::from_yaml(&kubeconfig(inline, ca)).unwrap();
+        assert!(refuse_file_references(&kc).is_ok());
     }
 }
