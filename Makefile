@@ -20,10 +20,12 @@ deps:
 build:
 	$(CARGO) build --workspace --all-targets
 
-## lint: formatting and clippy with warnings denied
+## lint: formatting, clippy with warnings denied, and the structure rules (no import circle
+## between the files of a crate, no source file over 800 lines: scripts/check-structure.py)
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 scripts/check-structure.py
 
 ## e2e-bins: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok and the git server from Go modules
 e2e-bins:

@@ -1,4 +1,6 @@
-//! Flags: Flux names, defaults, pflag-style booleans, durations, feature gates, addresses.
+//! Shared flags: Flux names, defaults, pflag-style booleans, durations, feature gates, addresses.
+//! Each controller tests its own flags next to them (`source-controller/src/flags.rs`,
+//! `kustomize-controller/src/flags.rs`).
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -10,38 +12,24 @@ use rflux_common::runtime::flags::{
     parse_feature_gates, parse_listen_addr, runtime_namespace_from,
 };
 use rflux_common::runtime::leader::lease_name;
-use rflux_common::runtime::{
-    KustomizeControllerFlags, LogEncoding, LogLevel, SourceControllerFlags,
-};
+use rflux_common::runtime::{LogEncoding, LogLevel, RuntimeFlags};
 
+/// A binary with only the shared flags (each controller flattens them into its own).
 #[derive(Debug, Parser)]
-struct Kc {
+struct Rt {
     #[command(flatten)]
-    flags: KustomizeControllerFlags,
+    runtime: RuntimeFlags,
 }
 
-#[derive(Debug, Parser)]
-struct Sc {
-    #[command(flatten)]
-    flags: SourceControllerFlags,
-}
-
-fn kc(args: &[&str]) -> Result<KustomizeControllerFlags, clap::Error> {
-    let mut all = vec!["kustomize-controller"];
+fn rt(args: &[&str]) -> Result<RuntimeFlags, clap::Error> {
+    let mut all = vec!["controller"];
     all.extend_from_slice(args);
-    Kc::try_parse_from(all).map(|c| c.flags)
-}
-
-fn sc(args: &[&str]) -> Result<SourceControllerFlags, clap::Error> {
-    let mut all = vec!["source-controller"];
-    all.extend_from_slice(args);
-    Sc::try_parse_from(all).map(|c| c.flags)
+    Rt::try_parse_from(all).map(|c| c.runtime)
 }
 
 #[test]
-fn kustomize_defaults_match_flux() {
-    let f = kc(&[]).unwrap();
-    let r = &f.runtime;
+fn runtime_defaults_match_flux() {
+    let r = rt(&[]).unwrap();
     assert_eq!(r.metrics_addr, ":8080");
     assert_eq!(r.health_addr, ":9440");
     assert!(!r.leader_election.enable);
@@ -59,44 +47,18 @@ fn kustomize_defaults_match_flux() {
     assert_eq!(r.requeue_dependency, Duration::from_secs(30));
     assert_eq!(r.min_retry_delay, Duration::from_millis(750));
     assert_eq!(r.max_retry_delay, Duration::from_secs(900));
-    assert_eq!(f.concurrent, 4);
-    assert_eq!(f.concurrent_ssa, 4);
-    assert_eq!(f.http_retry, 9);
-    assert!(!f.no_cross_namespace_refs);
+    assert!(r.inert_flags_in_use().is_empty());
+    let r = rt(&["--token-cache-max-size=5", "--token-cache-max-duration=2h"]).unwrap();
     assert_eq!(
-        f.watch_configs_label_selector,
-        "reconcile.fluxcd.io/watch=Enabled"
+        r.inert_flags_in_use(),
+        vec!["--token-cache-max-size", "--token-cache-max-duration"]
     );
-    assert!(f.inert_flags_in_use().is_empty());
-    let f = kc(&["--token-cache-max-size=5", "--sops-age-secret=sops-age"]).unwrap();
-    assert_eq!(
-        f.inert_flags_in_use(),
-        vec!["--token-cache-max-size", "--sops-age-secret"]
-    );
-}
-
-#[test]
-fn source_defaults_match_flux() {
-    // Env vars with the same names would change the defaults; this test only runs meaningfully
-    // without them (they are not set in CI).
-    if std::env::var_os("STORAGE_PATH").is_some() || std::env::var_os("STORAGE_ADDRESS").is_some() {
-        eprintln!("skipped: STORAGE_* env set");
-        return;
-    }
-    let f = sc(&[]).unwrap();
-    assert_eq!(f.concurrent, 2);
-    assert_eq!(f.storage_path.to_str(), Some("/data"));
-    assert_eq!(f.storage_addr, ":9090");
-    assert_eq!(f.artifact_retention_ttl, Duration::from_secs(60));
-    assert_eq!(f.artifact_retention_records, 2);
-    assert_eq!(f.artifact_digest_algo, "sha256");
-    assert_eq!(f.advertised_storage_addr("pod-1"), "pod-1:9090");
 }
 
 #[test]
 fn flux_deployment_args_parse() {
-    // The args Flux's install manifests pass to kustomize-controller.
-    let f = kc(&[
+    // The shared args Flux's install manifests pass to both controllers.
+    let r = rt(&[
         "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
         "--watch-all-namespaces=true",
         "--log-level=info",
@@ -104,39 +66,21 @@ fn flux_deployment_args_parse() {
         "--enable-leader-election",
     ])
     .unwrap();
-    assert!(f.runtime.leader_election.enable);
-    assert!(f.runtime.watch_all_namespaces);
-    assert!(f.inert_flags_in_use().is_empty());
+    assert!(r.leader_election.enable);
+    assert!(r.watch_all_namespaces);
+    assert!(r.inert_flags_in_use().is_empty());
     assert_eq!(
-        f.runtime.events_addr,
+        r.events_addr,
         "http://notification-controller.flux-system.svc.cluster.local./"
-    );
-
-    let s = sc(&[
-        "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
-        "--watch-all-namespaces=true",
-        "--log-level=info",
-        "--log-encoding=json",
-        "--enable-leader-election",
-        "--storage-path=/data",
-        "--storage-adv-addr=source-controller.flux-system.svc.cluster.local.",
-    ])
-    .unwrap();
-    assert_eq!(
-        s.advertised_storage_addr("ignored"),
-        "source-controller.flux-system.svc.cluster.local."
     );
 }
 
 #[test]
 fn pflag_style_booleans_and_values() {
-    let f = kc(&[
+    let r = rt(&[
         "--watch-all-namespaces=false",
         "--leader-election-release-on-cancel=false",
         "--enable-leader-election=true",
-        "--no-cross-namespace-refs",
-        "--concurrent",
-        "10",
         "--log-encoding",
         "console",
         "--log-level=debug",
@@ -146,17 +90,12 @@ fn pflag_style_booleans_and_values() {
         "--requeue-dependency=5s",
         "--kube-api-qps=20.5",
         "--kube-api-burst=40",
-        "--override-manager=kubectl,helm",
-        "--override-manager=argocd",
         "--watch-label-selector=sharding.fluxcd.io/key=shard1",
     ])
     .unwrap();
-    let r = &f.runtime;
     assert!(!r.watch_all_namespaces);
     assert!(!r.leader_election.release_on_cancel);
     assert!(r.leader_election.enable);
-    assert!(f.no_cross_namespace_refs);
-    assert_eq!(f.concurrent, 10);
     assert_eq!(r.log_encoding, LogEncoding::Console);
     assert_eq!(r.log_level, LogLevel::Debug);
     assert_eq!(r.leader_election.lease_duration, Duration::from_secs(60));
@@ -165,34 +104,20 @@ fn pflag_style_booleans_and_values() {
     assert_eq!(r.requeue_dependency, Duration::from_secs(5));
     assert!((r.kube_api_qps - 20.5).abs() < f32::EPSILON);
     assert_eq!(r.kube_api_burst, 40);
-    assert_eq!(f.override_manager, vec!["kubectl", "helm", "argocd"]);
     assert_eq!(r.watch_label_selector, "sharding.fluxcd.io/key=shard1");
 }
 
 #[test]
 fn invalid_values_are_rejected() {
-    assert!(kc(&["--interval-jitter-percentage=100"]).is_err());
-    assert!(kc(&["--interval-jitter-percentage=99"]).is_ok());
-    assert!(kc(&["--requeue-dependency=30"]).is_err());
-    assert!(kc(&["--log-level=verbose"]).is_err());
-    assert!(kc(&["--log-encoding=xml"]).is_err());
-    assert!(kc(&["--watch-all-namespaces=maybe"]).is_err());
-    assert!(kc(&["--no-such-flag"]).is_err());
+    assert!(rt(&["--interval-jitter-percentage=100"]).is_err());
+    assert!(rt(&["--interval-jitter-percentage=99"]).is_ok());
+    assert!(rt(&["--requeue-dependency=30"]).is_err());
+    assert!(rt(&["--log-level=verbose"]).is_err());
+    assert!(rt(&["--log-encoding=xml"]).is_err());
+    assert!(rt(&["--watch-all-namespaces=maybe"]).is_err());
+    assert!(rt(&["--no-such-flag"]).is_err());
     // pflag does not take a separate value for booleans: "false" becomes a stray argument.
-    assert!(kc(&["--watch-all-namespaces", "false"]).is_err());
-}
-
-#[test]
-fn source_inert_flags_are_reported() {
-    let s = sc(&[
-        "--helm-cache-max-size=10",
-        "--ssh-kex-algos=curve25519-sha256",
-    ])
-    .unwrap();
-    let inert = s.inert_flags_in_use();
-    assert!(inert.contains(&"--helm-cache-max-size"));
-    assert!(inert.contains(&"--ssh-kex-algos"));
-    assert!(!inert.contains(&"--helm-cache-ttl"));
+    assert!(rt(&["--watch-all-namespaces", "false"]).is_err());
 }
 
 #[test]

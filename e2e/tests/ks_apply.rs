@@ -9,22 +9,19 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
-use kustomize_controller::apply::{
-    Action, ApplyErrorKind, ApplyOptions, ChangeSet, NAME_LABEL, Owner, Resolver, apply_all,
+use kustomize_controller::identity::NAME_LABEL;
+use kustomize_controller::inventory;
+use kustomize_controller::reconcile as prune;
+use kustomize_controller::ssa::wait::{self as health, WaitError as HealthError};
+use kustomize_controller::ssa::{
+    Action, ApplyErrorKind, ApplyOptions, ChangeSet, ObjectRef, Owner, Resolver, Status, apply_all,
     apply_all_with,
 };
-use kustomize_controller::health::{self, HealthError};
-use kustomize_controller::inventory::{self, ObjectRef};
-use kustomize_controller::kstatus::Status;
-use kustomize_controller::prune;
 use rflux_e2e::{ControlPlane, random_suffix};
 use serde_json::{Value, json};
 
 fn owner() -> Owner {
-    Owner {
-        name: "apps".into(),
-        namespace: "flux-system".into(),
-    }
+    kustomize_controller::identity::owner("apps", "flux-system")
 }
 
 fn opts() -> ApplyOptions {
@@ -426,7 +423,9 @@ async fn prune_deletes_stale_objects_but_keeps_opted_out_and_foreign_ones() {
             format!("Service/{ns}/stale-svc"),
         ]
     );
-    let pruned = prune::prune(&resolver, &stale, &owner()).await.unwrap();
+    let pruned = kustomize_controller::ssa::delete_all(&resolver, &stale, &owner())
+        .await
+        .unwrap();
     // Reverse apply order.
     assert_eq!(
         actions(&pruned),
@@ -447,7 +446,7 @@ async fn prune_deletes_stale_objects_but_keeps_opted_out_and_foreign_ones() {
     assert!(cms.get_opt("stays").await.unwrap().is_some());
 
     // Pruning again: the already deleted objects count as deleted (NotFound).
-    let again = prune::prune(&resolver, &stale[2..], &owner())
+    let again = kustomize_controller::ssa::delete_all(&resolver, &stale[2..], &owner())
         .await
         .unwrap();
     assert!(again.entries.iter().all(|e| e.action == Action::Deleted));
@@ -556,7 +555,7 @@ async fn ignore_rules_keep_drift_in_ignored_fields() {
     let client = cp.client().await.unwrap();
     let resolver = Resolver::new(client.clone());
     let mut o = opts();
-    o.ignore = kustomize_controller::apply::compile_ignore_rules(&[IgnoreRule {
+    o.ignore = kustomize_controller::ssa::compile_ignore_rules(&[IgnoreRule {
         paths: vec!["/spec/replicas".into()],
         target: Some(Selector {
             kind: Some("Deployment".into()),

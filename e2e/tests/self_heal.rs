@@ -1,5 +1,5 @@
 //! Watch-driven self-heal and request-free no-op reconciles (the applied-object tracker,
-//! kustomize-controller/src/tracker.rs), with both controller processes on a control plane of
+//! kustomize-controller/src/tracker/), with both controller processes on a control plane of
 //! their own (`heal`), so the apiserver's request counters see only this test.
 //!
 //! A Kustomization with a one-hour interval applies a ConfigMap and a Deployment. Then:

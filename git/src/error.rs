@@ -25,7 +25,8 @@ pub enum GitError {
     /// The remote reported an error (`ERR` packet or side-band channel 3).
     #[error("remote error: {0}")]
     Remote(String),
-    /// A configured limit (pack size, object count, object size) was exceeded.
+    /// A configured limit was exceeded (see [`crate::Limits`]: pack size, object count, object
+    /// size, decoded bytes, advertisement size), or a remote sent more than the client accepts.
     #[error("limit exceeded: {0}")]
     Limit(String),
     /// The remote URL or the options are invalid.
@@ -49,6 +50,11 @@ pub enum GitError {
 impl GitError {
     pub(crate) fn protocol(msg: impl fmt::Display) -> Self {
         GitError::Protocol(msg.to_string())
+    }
+
+    /// A malformed pack or delta.
+    pub(crate) fn corrupt_pack(msg: impl fmt::Display) -> Self {
+        GitError::Protocol(format!("corrupt pack: {msg}"))
     }
 
     pub(crate) fn io(context: impl fmt::Display, source: std::io::Error) -> Self {

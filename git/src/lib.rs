@@ -20,7 +20,17 @@
 //!   environment variable of the ssh process, so the passphrase is never
 //!   written to disk. Set `RFLUX_GIT_SSH` to use another ssh binary.
 //! * `file://` URLs spawn a local `git upload-pack` (for tests only; the
-//!   controller does not need git).
+//!   controller does not need git). Only a `file://` superproject may have
+//!   submodules on the local file system ([`Remote::for_submodule`]).
+//!
+//! # Limits
+//!
+//! A remote is not trusted. Besides the [`Remote`]'s timeout, everything it sends
+//! is bounded by its [`Limits`]: the ref advertisement and every other section of
+//! pkt-lines before the pack by bytes and lines, the pack by bytes and objects,
+//! and decoding by the size of each object (delta results included, checked
+//! before they are allocated) and by the sum of all decoded bytes. Going over a
+//! bound is a [`GitError::Limit`].
 //!
 //! # API
 //!
@@ -44,11 +54,14 @@
 //! where each connection is a new ssh handshake).
 
 mod error;
+mod kind;
+mod limits;
 pub mod object;
 mod oid;
 pub mod pack;
 pub mod pktline;
 pub mod protocol;
+mod remote;
 pub mod submodule;
 mod transport;
 pub mod url;
@@ -61,162 +74,13 @@ pub use object::{Commit, ObjectKind, Signature, Tag};
 pub use oid::ObjectId;
 pub use pack::{Limits, ObjectStore};
 pub use protocol::RemoteRef;
+pub use remote::{Auth, ProtocolVersion, Remote, SshAuth, TlsConfig};
 pub use submodule::{SubmoduleConfig, parse_gitmodules, resolve_submodule_url, submodule_for_path};
 pub use walk::{SparseFilter, WalkEntry, walk_tree};
 
 use protocol::Advertisement;
 use transport::Conn;
 use url::RemoteUrl;
-
-/// SSH credentials.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct SshAuth {
-    /// Private key (OpenSSH or PEM format).
-    pub private_key_pem: String,
-    /// Passphrase of the private key, if it is encrypted.
-    pub passphrase: Option<String>,
-    /// known_hosts content; host keys are always checked.
-    pub known_hosts: String,
-    /// Overrides the user of the URL.
-    pub user: Option<String>,
-}
-
-impl std::fmt::Debug for SshAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SshAuth")
-            .field("private_key_pem", &"<redacted>")
-            .field(
-                "passphrase",
-                &self.passphrase.as_ref().map(|_| "<redacted>"),
-            )
-            .field("known_hosts", &self.known_hosts)
-            .field("user", &self.user)
-            .finish()
-    }
-}
-
-/// Credentials.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub enum Auth {
-    #[default]
-    None,
-    /// HTTP basic auth.
-    Basic { username: String, password: String },
-    /// HTTP `Authorization: Bearer <token>`.
-    Bearer(String),
-    /// SSH key.
-    Ssh(SshAuth),
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Auth::None => f.write_str("None"),
-            Auth::Basic { username, .. } => write!(
-                f,
-                "Basic {{ username: {username:?}, password: <redacted> }}"
-            ),
-            Auth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
-            Auth::Ssh(s) => s.fmt(f),
-        }
-    }
-}
-
-/// TLS material for HTTPS remotes (all PEM).
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct TlsConfig {
-    /// Extra trusted CA certificates, added to the platform roots.
-    pub ca_pem: Option<String>,
-    /// Client certificate (chain) for mTLS.
-    pub client_cert_pem: Option<String>,
-    /// Client private key for mTLS.
-    pub client_key_pem: Option<String>,
-}
-
-impl std::fmt::Debug for TlsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsConfig")
-            .field("ca_pem", &self.ca_pem.is_some())
-            .field("client_cert_pem", &self.client_cert_pem.is_some())
-            .field(
-                "client_key_pem",
-                &self.client_key_pem.as_ref().map(|_| "<redacted>"),
-            )
-            .finish()
-    }
-}
-
-/// Where and how to reach a repository.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remote {
-    /// `https://…`, `http://…`, `ssh://[user@]host[:port]/path`, `user@host:path` or `file://…`.
-    pub url: String,
-    pub auth: Auth,
-    pub tls: TlsConfig,
-    /// Bound on each operation (connect, ls-refs, fetch).
-    pub timeout: Duration,
-    /// HTTP(S) proxy URL.
-    pub proxy: Option<String>,
-    pub limits: Limits,
-    /// Which protocol to ask for.
-    pub protocol: ProtocolVersion,
-}
-
-/// The protocol version to request. Servers that do not speak v2 answer in
-/// v0 anyway, so [`ProtocolVersion::V2`] always works.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ProtocolVersion {
-    /// Ask for v2 (`Git-Protocol: version=2`), accept v0/v1 answers.
-    #[default]
-    V2,
-    /// Do not ask for v2 (plain v0 conversation).
-    V0,
-}
-
-impl Remote {
-    /// A remote with no credentials, a 60 s timeout and default limits.
-    pub fn new(url: impl Into<String>) -> Self {
-        Remote {
-            url: url.into(),
-            auth: Auth::None,
-            tls: TlsConfig::default(),
-            timeout: Duration::from_secs(60),
-            proxy: None,
-            limits: Limits::default(),
-            protocol: ProtocolVersion::V2,
-        }
-    }
-
-    pub fn with_auth(mut self, auth: Auth) -> Self {
-        self.auth = auth;
-        self
-    }
-
-    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
-        self.tls = tls;
-        self
-    }
-
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    pub fn with_proxy(mut self, proxy: impl Into<String>) -> Self {
-        self.proxy = Some(proxy.into());
-        self
-    }
-
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    pub fn with_protocol(mut self, protocol: ProtocolVersion) -> Self {
-        self.protocol = protocol;
-        self
-    }
-}
 
 async fn timed<T>(
     timeout: Duration,
@@ -279,6 +143,7 @@ impl Session {
                 let (c, a) = transport::process::ProcConn::open_local(
                     &path,
                     remote.protocol == ProtocolVersion::V2,
+                    &remote.limits,
                 )
                 .await?;
                 (Conn::Process(c), a)
@@ -322,9 +187,10 @@ impl Session {
         }
         let req = protocol::ls_refs_request(&self.adv, prefixes)?;
         let adv = self.adv.clone();
+        let max_response = self.remote.limits.max_advertisement_bytes;
         let conn = self.conn()?;
         let res = {
-            let mut r = conn.request(&adv, req).await?;
+            let mut r = conn.request(&adv, req, max_response).await?;
             protocol::read_ls_refs(&mut r).await
         };
         match res {
@@ -350,6 +216,10 @@ impl Session {
         }
         self.spent = true;
         let max_pack = self.remote.limits.max_pack_bytes;
+        // The sections before the pack, and the side-band framing and progress around it,
+        // may each take max_advertisement_bytes.
+        let max_response =
+            max_pack.saturating_add(self.remote.limits.max_advertisement_bytes.saturating_mul(2));
         let req = if v2 {
             protocol::fetch_request_v2(&self.adv, want)?
         } else {
@@ -358,7 +228,7 @@ impl Session {
         let adv = self.adv.clone();
         let conn = self.conn()?;
         let res = {
-            let mut r = conn.request(&adv, req).await?;
+            let mut r = conn.request(&adv, req, max_response).await?;
             if v2 {
                 protocol::read_fetch_v2(&mut r, max_pack).await
             } else {

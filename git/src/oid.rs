@@ -6,6 +6,7 @@ use std::str::FromStr;
 use sha1::{Digest, Sha1};
 
 use crate::error::GitError;
+use crate::kind::ObjectKind;
 
 /// A SHA-1 object id (20 bytes).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,7 +49,7 @@ impl ObjectId {
     }
 
     /// The id git gives an object of `kind` with `data`: SHA-1 of `"<kind> <len>\0" + data`.
-    pub fn hash_object(kind: crate::object::ObjectKind, data: &[u8]) -> ObjectId {
+    pub fn hash_object(kind: ObjectKind, data: &[u8]) -> ObjectId {
         let mut h = Sha1::new();
         h.update(kind.as_str().as_bytes());
         h.update(b" ");

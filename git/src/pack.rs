@@ -1,41 +1,25 @@
-//! Packfile decoding (gitformat-pack): version 2/3 packs with commit, tree,
-//! blob and tag entries, `OFS_DELTA` and `REF_DELTA` deltas, zlib-compressed
-//! bodies and a trailing SHA-1 over the whole pack.
+//! Packfile decoding, in the format git's `gitformat-pack` documentation describes:
+//! version 2/3 packs with commit, tree, blob and tag entries, `OFS_DELTA` and `REF_DELTA`
+//! deltas, zlib-compressed bodies and a trailing SHA-1 over the whole pack.
 //!
-//! Decoding is bounded by [`Limits`] and never panics on corrupt input.
+//! Decoding is bounded by [`Limits`] and never panics on corrupt input: every size a pack
+//! declares (of an entry, of a delta's result) is checked against the limits before memory
+//! is allocated for it, inflation stops one byte past the declared size, and the bytes of
+//! every inflated entry and every delta-resolved object count against
+//! [`Limits::max_total_bytes`].
+
+mod delta;
 
 use std::collections::HashMap;
 
 use flate2::{Decompress, FlushDecompress, Status};
 use sha1::{Digest, Sha1};
 
+pub use self::delta::apply_delta;
 use crate::error::GitError;
+pub use crate::limits::Limits;
 use crate::object::ObjectKind;
 use crate::oid::ObjectId;
-
-/// Bounds applied while receiving and decoding a pack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest pack accepted, in bytes.
-    pub max_pack_bytes: u64,
-    /// Most objects a pack may hold.
-    pub max_objects: u32,
-    /// Largest single (inflated or delta-resolved) object, in bytes.
-    pub max_object_bytes: u64,
-    /// Largest sum of all inflated objects, in bytes.
-    pub max_total_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_pack_bytes: 2 << 30,
-            max_objects: 2_000_000,
-            max_object_bytes: 512 << 20,
-            max_total_bytes: 4 << 30,
-        }
-    }
-}
 
 /// An in-memory object database keyed by object id.
 #[derive(Debug, Default, Clone)]
@@ -102,7 +86,7 @@ struct Entry {
 }
 
 fn corrupt(msg: impl std::fmt::Display) -> GitError {
-    GitError::Protocol(format!("corrupt pack: {msg}"))
+    GitError::corrupt_pack(msg)
 }
 
 /// Counts of what a pack held.
@@ -199,10 +183,7 @@ pub fn parse_pack_stats(
         }
         total = total.saturating_add(size);
         if total > limits.max_total_bytes {
-            return Err(GitError::Limit(format!(
-                "inflated objects exceed the limit of {} bytes",
-                limits.max_total_bytes
-            )));
+            return Err(total_limit(limits));
         }
         let (data, used) = inflate(&pack[pos..body_end], size)?;
         pos += used;
@@ -215,14 +196,24 @@ pub fn parse_pack_stats(
             body_end - pos
         )));
     }
-    Ok((resolve(entries, &offset_index, limits)?, stats))
+    Ok((resolve(entries, &offset_index, limits, total)?, stats))
 }
 
-/// Resolves deltas and hashes every object.
+fn total_limit(limits: &Limits) -> GitError {
+    GitError::Limit(format!(
+        "the objects decoded from the pack exceed the limit of {} bytes in all",
+        limits.max_total_bytes
+    ))
+}
+
+/// Resolves deltas and hashes every object. `total` is what decoding has counted against
+/// [`Limits::max_total_bytes`] so far; each delta's declared result size is added to it
+/// before the delta is applied.
 fn resolve(
     entries: Vec<Entry>,
     offset_index: &HashMap<usize, usize>,
     limits: &Limits,
+    mut total: u64,
 ) -> Result<ObjectStore, GitError> {
     let n = entries.len();
     let mut resolved: Vec<Option<(ObjectKind, ObjectId)>> = vec![None; n];
@@ -275,7 +266,20 @@ fn resolve(
                 .get(&id)
                 .map(|(_, data)| data)
                 .ok_or_else(|| corrupt("delta base vanished"))?;
-            let target = apply_delta(base, &delta, limits.max_object_bytes)?;
+            // The declared result size is counted before anything is allocated for it.
+            let left = limits.max_total_bytes.saturating_sub(total);
+            let max_size = limits.max_object_bytes.min(left);
+            let target = delta::apply_checked(base, &delta, max_size, |size| {
+                if size > limits.max_object_bytes {
+                    GitError::Limit(format!(
+                        "delta result of {size} bytes exceeds the limit of {} bytes",
+                        limits.max_object_bytes
+                    ))
+                } else {
+                    total_limit(limits)
+                }
+            })?;
+            total = total.saturating_add(target.len() as u64);
             let did = store.insert(kind, target);
             resolved[d] = Some((kind, did));
             work.push(d);
@@ -335,36 +339,45 @@ fn read_ofs(b: &[u8]) -> Result<(usize, usize), GitError> {
     Ok((off, i))
 }
 
+/// First allocation for inflated data; the buffer then doubles up to the declared size.
+const INFLATE_INITIAL_CAPACITY: usize = 1 << 20;
+
 /// Inflates one zlib stream that must produce exactly `size` bytes; returns
 /// the data and the compressed bytes consumed.
+///
+/// The output buffer never grows beyond `size + 1` bytes (one spare byte detects a stream
+/// that is longer than declared), so a zlib bomb costs at most its declared size, which
+/// the caller has already checked against the limits.
 fn inflate(input: &[u8], size: u64) -> Result<(Vec<u8>, usize), GitError> {
     let size = usize::try_from(size).map_err(|_| corrupt("object size too large"))?;
+    let max_len = size.saturating_add(1);
     let mut z = Decompress::new(true);
-    // One spare byte so an overlong stream is detected instead of truncated;
-    // start small so a lying header cannot make us reserve much up front.
-    let mut out: Vec<u8> = Vec::with_capacity(size.saturating_add(1).min(1 << 20));
+    let mut out: Vec<u8> = Vec::with_capacity(max_len.min(INFLATE_INITIAL_CAPACITY));
     loop {
+        if out.len() == out.capacity() {
+            let grown = out.capacity().saturating_mul(2).clamp(1, max_len);
+            out.reserve_exact(grown.saturating_sub(out.len()));
+        }
         let before_in = z.total_in();
         let before_out = z.total_out();
         let consumed = usize::try_from(before_in).map_err(|_| corrupt("zlib offset"))?;
         let status = z
             .decompress_vec(
-                &input[consumed.min(input.len())..],
+                input.get(consumed..).unwrap_or_default(),
                 &mut out,
                 FlushDecompress::None,
             )
             .map_err(|e| corrupt(format!("zlib: {e}")))?;
         if out.len() > size {
-            return Err(corrupt("object inflates to more than its declared size"));
+            return Err(corrupt(format!(
+                "object inflates to more than its declared size of {size} bytes"
+            )));
         }
         match status {
             Status::StreamEnd => break,
             Status::Ok | Status::BufError => {
                 if z.total_in() == before_in && z.total_out() == before_out {
                     return Err(corrupt("truncated zlib stream"));
-                }
-                if out.len() == out.capacity() {
-                    out.reserve(1);
                 }
             }
         }
@@ -377,97 +390,6 @@ fn inflate(input: &[u8], size: u64) -> Result<(Vec<u8>, usize), GitError> {
     }
     let used = usize::try_from(z.total_in()).map_err(|_| corrupt("zlib offset"))?;
     Ok((out, used))
-}
-
-fn read_varint(d: &[u8], pos: &mut usize) -> Result<u64, GitError> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let c = *d
-            .get(*pos)
-            .ok_or_else(|| corrupt("truncated delta header"))?;
-        *pos += 1;
-        if shift > 63 {
-            return Err(corrupt("delta size overflows"));
-        }
-        v |= u64::from(c & 0x7f) << shift;
-        shift += 7;
-        if c & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-}
-
-/// Applies git delta instructions to `base`.
-pub fn apply_delta(base: &[u8], delta: &[u8], max_size: u64) -> Result<Vec<u8>, GitError> {
-    let mut pos = 0;
-    let src_size = read_varint(delta, &mut pos)?;
-    if src_size != base.len() as u64 {
-        return Err(corrupt(format!(
-            "delta expects a base of {src_size} bytes, base has {}",
-            base.len()
-        )));
-    }
-    let dst_size = read_varint(delta, &mut pos)?;
-    if dst_size > max_size {
-        return Err(GitError::Limit(format!(
-            "delta result of {dst_size} bytes exceeds the limit of {max_size} bytes"
-        )));
-    }
-    let dst_size = usize::try_from(dst_size).map_err(|_| corrupt("delta size too large"))?;
-    let mut out = Vec::with_capacity(dst_size);
-    while pos < delta.len() {
-        let op = delta[pos];
-        pos += 1;
-        if op & 0x80 != 0 {
-            let mut offset = 0usize;
-            let mut len = 0usize;
-            for (bit, shift) in [(0x01, 0), (0x02, 8), (0x04, 16), (0x08, 24)] {
-                if op & bit != 0 {
-                    let b = *delta.get(pos).ok_or_else(|| corrupt("truncated copy op"))?;
-                    pos += 1;
-                    offset |= usize::from(b) << shift;
-                }
-            }
-            for (bit, shift) in [(0x10, 0), (0x20, 8), (0x40, 16)] {
-                if op & bit != 0 {
-                    let b = *delta.get(pos).ok_or_else(|| corrupt("truncated copy op"))?;
-                    pos += 1;
-                    len |= usize::from(b) << shift;
-                }
-            }
-            if len == 0 {
-                len = 0x10000;
-            }
-            let src = offset
-                .checked_add(len)
-                .and_then(|end| base.get(offset..end))
-                .ok_or_else(|| corrupt("delta copy outside the base"))?;
-            if out.len() + src.len() > dst_size {
-                return Err(corrupt("delta writes past its declared size"));
-            }
-            out.extend_from_slice(src);
-        } else if op != 0 {
-            let n = usize::from(op);
-            let src = delta
-                .get(pos..pos + n)
-                .ok_or_else(|| corrupt("truncated insert op"))?;
-            pos += n;
-            if out.len() + n > dst_size {
-                return Err(corrupt("delta writes past its declared size"));
-            }
-            out.extend_from_slice(src);
-        } else {
-            return Err(corrupt("reserved delta opcode 0"));
-        }
-    }
-    if out.len() != dst_size {
-        return Err(corrupt(format!(
-            "delta produced {} bytes, header says {dst_size}",
-            out.len()
-        )));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -680,30 +602,5 @@ mod tests {
             }
             assert!(parse_pack(&g, &limits).is_err());
         }
-    }
-
-    #[test]
-    fn applies_deltas_and_rejects_bad_ones() {
-        let base = b"0123456789abcdef";
-        // src 16, dst 9: copy offset 2 len 4, insert "XY", copy offset 10 len 3.
-        let delta = [16, 9, 0x91, 2, 4, 2, b'X', b'Y', 0x91, 10, 3];
-        assert_eq!(apply_delta(base, &delta, 100).unwrap(), b"2345XYabc");
-        // Copy past the base.
-        assert!(apply_delta(base, &[16, 4, 0x91, 14, 4], 100).is_err());
-        // Wrong base size.
-        assert!(apply_delta(b"short", &delta, 100).is_err());
-        // Output longer than declared.
-        assert!(apply_delta(base, &[16, 1, 2, b'a', b'b'], 100).is_err());
-        // Output shorter than declared.
-        assert!(apply_delta(base, &[16, 5, 1, b'a'], 100).is_err());
-        // Reserved opcode, truncated insert, over the limit.
-        assert!(apply_delta(base, &[16, 1, 0], 100).is_err());
-        assert!(apply_delta(base, &[16, 3, 3, b'a'], 100).is_err());
-        assert!(matches!(
-            apply_delta(base, &[16, 0x80, 0x08], 100),
-            Err(GitError::Limit(_))
-        ));
-        // Truncated header.
-        assert!(apply_delta(base, &[0x80], 100).is_err());
     }
 }

@@ -1,10 +1,14 @@
-//! pkt-line framing (gitprotocol-common): a 4-hex-digit length prefix that
-//! counts itself, plus the special packets flush (`0000`), delimiter (`0001`)
-//! and response-end (`0002`).
+//! pkt-line framing, as git's `gitprotocol-common` documentation describes it: a
+//! 4-hex-digit length prefix that counts itself, plus the special packets flush (`0000`),
+//! delimiter (`0001`) and response-end (`0002`).
+//!
+//! [`PktReader`] bounds what it reads: each section of a conversation (an advertisement, an
+//! `ls-refs` response, what precedes a pack) may take only so many bytes and packets.
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::GitError;
+use crate::limits::{DEFAULT_MAX_ADVERTISEMENT_BYTES, DEFAULT_MAX_ADVERTISEMENT_LINES, Limits};
 
 /// Largest pkt-line git allows (length prefix included).
 pub const MAX_PKT_LEN: usize = 65520;
@@ -99,14 +103,105 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Pkt, usize)>, GitError> {
     }
 }
 
-/// Reads packets from an async byte stream.
+/// A reader over any boxed byte stream (a transport's response).
+pub(crate) type BoxReader<'a> = PktReader<Box<dyn AsyncRead + Unpin + Send + 'a>>;
+
+/// How much one section of a pkt-line stream may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectionLimits {
+    /// Bytes, length prefixes included.
+    pub max_bytes: u64,
+    /// Packets, special packets (flush, delimiter, response-end) included.
+    pub max_pkts: u64,
+}
+
+impl Default for SectionLimits {
+    /// The default advertisement limits of [`Limits`].
+    fn default() -> Self {
+        SectionLimits {
+            max_bytes: DEFAULT_MAX_ADVERTISEMENT_BYTES,
+            max_pkts: u64::from(DEFAULT_MAX_ADVERTISEMENT_LINES),
+        }
+    }
+}
+
+impl From<&Limits> for SectionLimits {
+    fn from(l: &Limits) -> Self {
+        SectionLimits {
+            max_bytes: l.max_advertisement_bytes,
+            max_pkts: u64::from(l.max_advertisement_lines),
+        }
+    }
+}
+
+/// Reads packets from an async byte stream, counting them against the limits of the
+/// current section (see [`Self::begin_section`]). Going over a limit is a
+/// [`GitError::Limit`] naming the section; it is detected before the packet's payload is
+/// read.
 pub struct PktReader<R> {
     inner: R,
+    /// Limits of a section started with [`Self::begin_section`].
+    limits: SectionLimits,
+    /// The current section: its name, limits and what it has taken so far.
+    section: &'static str,
+    current: SectionLimits,
+    bytes: u64,
+    pkts: u64,
 }
 
 impl<R: AsyncRead + Unpin> PktReader<R> {
+    /// A reader with the default section limits ([`SectionLimits::default`]).
     pub fn new(inner: R) -> Self {
-        PktReader { inner }
+        Self::with_limits(inner, SectionLimits::default())
+    }
+
+    /// A reader whose sections may take at most `limits` each.
+    pub fn with_limits(inner: R, limits: SectionLimits) -> Self {
+        PktReader {
+            inner,
+            limits,
+            section: "pkt-line stream",
+            current: limits,
+            bytes: 0,
+            pkts: 0,
+        }
+    }
+
+    /// The limits each section gets from [`Self::begin_section`].
+    pub fn limits(&self) -> SectionLimits {
+        self.limits
+    }
+
+    /// Starts counting a new section called `name` (used in errors) from zero.
+    pub fn begin_section(&mut self, name: &'static str) {
+        self.begin_section_with(name, self.limits);
+    }
+
+    /// Like [`Self::begin_section`], with other limits for this section only.
+    pub fn begin_section_with(&mut self, name: &'static str, limits: SectionLimits) {
+        self.section = name;
+        self.current = limits;
+        self.bytes = 0;
+        self.pkts = 0;
+    }
+
+    /// Counts one packet of `len` bytes, before its payload is read.
+    fn charge(&mut self, len: usize) -> Result<(), GitError> {
+        self.pkts += 1;
+        if self.pkts > self.current.max_pkts {
+            return Err(GitError::Limit(format!(
+                "{} exceeds the limit of {} pkt-lines",
+                self.section, self.current.max_pkts
+            )));
+        }
+        self.bytes = self.bytes.saturating_add(len as u64);
+        if self.bytes > self.current.max_bytes {
+            return Err(GitError::Limit(format!(
+                "{} exceeds the limit of {} bytes",
+                self.section, self.current.max_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// Reads the next packet. A clean end of stream before any byte of a packet
@@ -129,12 +224,14 @@ impl<R: AsyncRead + Unpin> PktReader<R> {
             got += n;
         }
         let len = parse_len(&hdr)?;
+        if len == 3 || len > MAX_PKT_LEN {
+            return Err(bad_len(&hdr));
+        }
+        self.charge(len.max(4))?;
         match len {
             0 => Ok(Some(Pkt::Flush)),
             1 => Ok(Some(Pkt::Delim)),
             2 => Ok(Some(Pkt::ResponseEnd)),
-            3 => Err(bad_len(&hdr)),
-            n if n > MAX_PKT_LEN => Err(bad_len(&hdr)),
             n => {
                 let mut data = vec![0u8; n - 4];
                 self.inner.read_exact(&mut data).await.map_err(|e| {
@@ -224,7 +321,47 @@ mod tests {
 
         let mut r = PktReader::new(&b"0010abc"[..]);
         assert!(matches!(r.read().await, Err(GitError::Protocol(_))));
+        let mut r = PktReader::new(&b"0003"[..]);
+        assert!(matches!(r.read().await, Err(GitError::Protocol(_))));
         let mut r = PktReader::new(&b"00"[..]);
         assert!(matches!(r.read().await, Err(GitError::Protocol(_))));
+    }
+
+    #[tokio::test]
+    async fn sections_are_bounded_by_bytes_and_packets() {
+        let limits = SectionLimits {
+            max_bytes: 20,
+            max_pkts: 3,
+        };
+        // Three packets fit, the fourth does not.
+        let mut r = PktReader::with_limits(&b"0000000000000000"[..], limits);
+        r.begin_section("test section");
+        for _ in 0..3 {
+            assert_eq!(r.read().await.unwrap(), Some(Pkt::Flush));
+        }
+        let err = r.read().await.unwrap_err();
+        assert!(
+            matches!(&err, GitError::Limit(m) if m == "test section exceeds the limit of 3 pkt-lines"),
+            "{err:?}"
+        );
+        // A new section starts from zero.
+        r.begin_section("next");
+        assert_eq!(r.read().await.unwrap(), None);
+        // 12 + 12 bytes: the second packet goes over 20 bytes before its payload is read.
+        let mut r = PktReader::with_limits(&b"000cabcdefgh000cabcdefgh"[..], limits);
+        r.begin_section("bytes");
+        assert!(r.read().await.is_ok());
+        assert!(matches!(r.read().await, Err(GitError::Limit(m)) if m.contains("20 bytes")));
+        // Per-section override.
+        let mut r = PktReader::new(&b"000cabcdefgh"[..]);
+        r.begin_section_with(
+            "tiny",
+            SectionLimits {
+                max_bytes: 4,
+                max_pkts: 10,
+            },
+        );
+        assert!(matches!(r.read().await, Err(GitError::Limit(_))));
+        assert_eq!(PktReader::new(&b""[..]).limits(), SectionLimits::default());
     }
 }

@@ -1,11 +1,13 @@
 //! Upload-pack conversations: protocol v2 (`ls-refs`, `fetch`) and v0/v1
 //! (ref advertisement, then want/deepen/done), plus side-band demultiplexing.
 
+use std::collections::HashMap;
+
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::GitError;
 use crate::oid::ObjectId;
-use crate::pktline::{self, Pkt, PktReader};
+use crate::pktline::{self, Pkt, PktReader, SectionLimits};
 
 /// Value sent as `agent=` when the server advertises the capability.
 pub const AGENT: &str = concat!("rflux-git/", env!("CARGO_PKG_VERSION"));
@@ -117,16 +119,25 @@ fn check_err(line: &[u8]) -> Result<(), GitError> {
     Ok(())
 }
 
-/// Reads the advertisement that follows the connection start (for HTTP: after
-/// the `# service=` preamble has been consumed).
+/// Reads the advertisement that starts a connection, within the reader's section limits.
+/// The `# service=git-upload-pack` line and flush that start a smart HTTP v0 answer are
+/// skipped.
 pub async fn read_advertisement<R: AsyncRead + Unpin>(
     r: &mut PktReader<R>,
 ) -> Result<Advertisement, GitError> {
+    r.begin_section("ref advertisement");
     let mut first = r.read_required().await?;
+    if first.text().is_some_and(|t| t.starts_with(b"# service=")) {
+        if r.read_required().await? != Pkt::Flush {
+            return Err(GitError::protocol("service line not followed by a flush"));
+        }
+        first = r.read_required().await?;
+    }
     if first.text() == Some(b"version 1") {
         first = r.read_required().await?;
     }
     if first.text() == Some(b"version 2") {
+        r.begin_section("capability advertisement");
         let mut caps = Vec::new();
         loop {
             match r.read_required().await? {
@@ -175,7 +186,9 @@ pub async fn read_advertisement<R: AsyncRead + Unpin>(
                 if name == "capabilities^{}" {
                     // Empty repository: only capabilities.
                 } else if let Some(base) = name.strip_suffix("^{}") {
-                    if let Some(r) = refs.iter_mut().rev().find(|r| r.name == base) {
+                    // The peeled line follows its tag directly; looking further back would
+                    // make a hostile advertisement quadratic.
+                    if let Some(r) = refs.last_mut().filter(|r| r.name == base) {
                         r.peeled = Some(oid);
                     }
                 } else {
@@ -195,11 +208,15 @@ pub async fn read_advertisement<R: AsyncRead + Unpin>(
         }
         pkt = r.read_required().await?;
     }
-    for c in &caps {
-        if let Some((from, to)) = c.strip_prefix("symref=").and_then(|s| s.split_once(':'))
-            && let Some(r) = refs.iter_mut().find(|r| r.name == from)
-        {
-            r.symref_target = Some(to.to_string());
+    let symrefs: HashMap<&str, &str> = caps
+        .iter()
+        .filter_map(|c| c.strip_prefix("symref=").and_then(|s| s.split_once(':')))
+        .collect();
+    if !symrefs.is_empty() {
+        for r in &mut refs {
+            if let Some(to) = symrefs.get(r.name.as_str()) {
+                r.symref_target = Some((*to).to_string());
+            }
         }
     }
     Ok(Advertisement::V0 { refs, caps })
@@ -241,10 +258,11 @@ pub fn ls_refs_request(adv: &Advertisement, prefixes: &[&str]) -> Result<Vec<u8>
     Ok(out)
 }
 
-/// Parses a v2 `ls-refs` response.
+/// Parses a v2 `ls-refs` response, within the reader's section limits.
 pub async fn read_ls_refs<R: AsyncRead + Unpin>(
     r: &mut PktReader<R>,
 ) -> Result<Vec<RemoteRef>, GitError> {
+    r.begin_section("ls-refs response");
     let mut refs = Vec::new();
     loop {
         match r.read_required().await? {
@@ -353,11 +371,13 @@ fn shallow_line(line: &[u8], out: &mut Vec<ObjectId>) -> Result<bool, GitError> 
     }
 }
 
-/// Parses a v2 `fetch` response.
+/// Parses a v2 `fetch` response: the sections before the pack within the reader's section
+/// limits, then a pack of at most `max_pack` bytes.
 pub async fn read_fetch_v2<R: AsyncRead + Unpin>(
     r: &mut PktReader<R>,
     max_pack: u64,
 ) -> Result<FetchResponse, GitError> {
+    r.begin_section("fetch response before the pack");
     let mut resp = FetchResponse::default();
     loop {
         let header = match r.read_required().await? {
@@ -413,12 +433,14 @@ pub async fn read_fetch_v2<R: AsyncRead + Unpin>(
     }
 }
 
-/// Parses a v0 fetch response (shallow lines, NAK/ACK, then the pack).
+/// Parses a v0 fetch response (shallow lines, NAK/ACK within the reader's section limits,
+/// then a pack of at most `max_pack` bytes).
 pub async fn read_fetch_v0<R: AsyncRead + Unpin>(
     mut r: PktReader<R>,
     adv: &Advertisement,
     max_pack: u64,
 ) -> Result<FetchResponse, GitError> {
+    r.begin_section("fetch response before the pack");
     let mut resp = FetchResponse::default();
     loop {
         match r.read_required().await? {
@@ -470,18 +492,28 @@ fn pack_limit(max: u64) -> GitError {
 }
 
 /// Demultiplexes side-band packets until a flush (or end of stream):
-/// band 1 is pack data, band 2 progress (logged), band 3 a fatal error.
+/// band 1 is pack data (at most `max_pack` bytes), band 2 progress (logged), band 3 a fatal
+/// error. Framing and progress may add the reader's section byte limit to `max_pack`.
 pub async fn read_sideband<R: AsyncRead + Unpin>(
     r: &mut PktReader<R>,
     max_pack: u64,
 ) -> Result<Vec<u8>, GitError> {
+    let extra = r.limits().max_bytes;
+    r.begin_section_with(
+        "side-band pack stream",
+        SectionLimits {
+            max_bytes: max_pack.saturating_add(extra),
+            // Bounded by the bytes: every packet takes at least 4.
+            max_pkts: u64::MAX,
+        },
+    );
     let mut pack = Vec::new();
     loop {
         match r.read().await? {
             None | Some(Pkt::Flush) => return Ok(pack),
             Some(Pkt::Data(d)) => match d.split_first() {
                 Some((1, data)) => {
-                    if (pack.len() + data.len()) as u64 > max_pack {
+                    if pack.len().saturating_add(data.len()) as u64 > max_pack {
                         return Err(pack_limit(max_pack));
                     }
                     pack.extend_from_slice(data);

@@ -3,7 +3,7 @@
 //! [`Remote`] a submodule is fetched from.
 
 use crate::error::GitError;
-use crate::{Auth, Remote, TlsConfig};
+use crate::remote::{Auth, Remote, TlsConfig};
 
 /// One `[submodule "<name>"]` section of `.gitmodules`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +190,8 @@ fn split_root(url: &str) -> (&str, &str, bool) {
 
 /// Resolves a submodule URL: absolute URLs are returned as they are; `./x` and `../x` are
 /// resolved against the superproject's URL the way git does (`../` drops the last path
-/// component of the superproject URL).
+/// component of the superproject URL). The result is not judged here:
+/// [`Remote::for_submodule`] refuses local results for a remote superproject.
 pub fn resolve_submodule_url(parent: &str, url: &str) -> Result<String, GitError> {
     let url = url.trim();
     if !(url.starts_with("./") || url.starts_with("../")) {
@@ -271,8 +272,22 @@ impl Remote {
     /// remote's URL, with the same timeout, limits, protocol, proxy and CA. Credentials
     /// (auth and the mTLS client certificate) are passed on only when the submodule is on the
     /// same endpoint (scheme family, host and port), so they never leak to another host.
+    ///
+    /// A submodule of a superproject on a remote server may not live on the local file
+    /// system: a `file:` URL or a local path (also one that a relative URL resolves to) is a
+    /// [`GitError::Config`] error, since `.gitmodules` is written by whoever controls the
+    /// remote repository and must not make the client read the files of the host it runs
+    /// on. Only a superproject that is itself local (`file://`) may have local submodules.
     pub fn for_submodule(&self, url: &str) -> Result<Remote, GitError> {
         let resolved = resolve_submodule_url(&self.url, url)?;
+        if crate::url::is_local(&resolved) && !crate::url::is_local(&self.url) {
+            return Err(GitError::Config(format!(
+                "submodule URL {:?} names the local file system ({:?}); only a local \
+                 superproject may have local submodules",
+                crate::url::redact(url),
+                crate::url::redact(&resolved)
+            )));
+        }
         let mut sub = self.clone();
         sub.url = resolved;
         if !same_endpoint(&self.url, &sub.url) {
@@ -419,5 +434,56 @@ mod tests {
         }
         assert!(same_endpoint("git@h:a.git", "ssh://git@h/b.git"));
         assert!(same_endpoint("ssh://h:22/a", "ssh://other@h/b"));
+    }
+
+    #[test]
+    fn remote_superprojects_may_not_have_local_submodules() {
+        for parent in [
+            "https://git.example.com/org/parent.git",
+            "http://h/p",
+            "ssh://git@h:2222/org/p.git",
+            "git@h:org/p.git",
+        ] {
+            let parent = Remote::new(parent);
+            for url in [
+                "file:///var/run/secrets/kubernetes.io/serviceaccount",
+                "FILE:///etc",
+                "file:relative",
+                "  file:///padded",
+                "/var/run/x",
+                "~/repo",
+                "relative/path",
+            ] {
+                let err = parent.for_submodule(url).unwrap_err();
+                assert!(
+                    matches!(&err, GitError::Config(m) if m.contains("local file system")),
+                    "{} + {url}: {err:?}",
+                    parent.url
+                );
+            }
+            // Relative URLs stay on the superproject's server.
+            let sub = parent.for_submodule("../lib.git").unwrap();
+            assert!(!crate::url::is_local(&sub.url), "{}", sub.url);
+            parent
+                .for_submodule("https://other.example.com/x.git")
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn local_superprojects_may_have_local_submodules() {
+        let parent = Remote::new("file:///srv/git/parent");
+        assert_eq!(
+            parent.for_submodule("../lib").unwrap().url,
+            "file:///srv/git/lib"
+        );
+        assert_eq!(
+            parent.for_submodule("file:///srv/other").unwrap().url,
+            "file:///srv/other"
+        );
+        assert_eq!(
+            parent.for_submodule("https://h/x.git").unwrap().url,
+            "https://h/x.git"
+        );
     }
 }

@@ -42,6 +42,27 @@ pub fn redact(url: &str) -> String {
     url.to_string()
 }
 
+/// Whether `url` names the local file system rather than a remote server: a `file:` URL
+/// (any case), or anything that is neither `scheme://…` nor scp-like `[user@]host:path`
+/// (git takes such strings, `/srv/repo` or `../repo` for example, as local paths).
+pub fn is_local(url: &str) -> bool {
+    let url = url.trim();
+    if url
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("file:"))
+    {
+        return true;
+    }
+    if url.contains("://") {
+        return false;
+    }
+    // scp-like when a colon comes before any slash.
+    match url.find(':') {
+        Some(colon) => url[..colon].contains('/'),
+        None => true,
+    }
+}
+
 fn check_host(host: &str) -> Result<(), GitError> {
     if host.is_empty() {
         return Err(config("SSH URL without a host"));
@@ -210,6 +231,32 @@ mod tests {
                 matches!(RemoteUrl::parse(u), Err(GitError::Config(_))),
                 "{u}"
             );
+        }
+    }
+
+    #[test]
+    fn tells_local_urls_from_remote_ones() {
+        for local in [
+            "file:///var/run/secrets",
+            "FILE:///x",
+            "File:relative",
+            "/var/run/x",
+            "../x",
+            "./x:y",
+            "relative/path",
+            "",
+        ] {
+            assert!(is_local(local), "{local:?}");
+        }
+        for remote in [
+            "https://h/x.git",
+            "http://h/x",
+            "ssh://h/x",
+            "git@h:x.git",
+            "h:x",
+            "[::1]:x",
+        ] {
+            assert!(!is_local(remote), "{remote:?}");
         }
     }
 

@@ -1,7 +1,7 @@
 //! End-to-end over a local `git upload-pack` child process (`file://`),
 //! protocol v2 and v0: the same code path SSH uses, without a server.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (project rule)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic fails the test
 
 mod common;
 
@@ -235,5 +235,37 @@ async fn non_git_http_server_is_a_protocol_error() {
         .await
         .unwrap_err();
     assert!(matches!(err, GitError::Protocol(_)), "{err:?}");
+    serve.abort();
+}
+
+#[tokio::test]
+async fn http_body_cut_short_is_a_transport_error() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serve = tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let n = sock.read(&mut buf).await.unwrap_or(0);
+            let advertisement = b"000eversion 2\n000cls-refs\n0000";
+            let head = if buf[..n].starts_with(b"GET ") {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/x-git-upload-pack-advertisement\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    advertisement.len()
+                )
+            } else {
+                // Promises 1000 bytes, sends part of a ref line, hangs up.
+                "HTTP/1.1 200 OK\r\ncontent-type: application/x-git-upload-pack-result\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n0040aaaa".to_string()
+            };
+            let _ = sock.write_all(head.as_bytes()).await;
+            if buf[..n].starts_with(b"GET ") {
+                let _ = sock.write_all(advertisement).await;
+            }
+        }
+    });
+    let err = ls_refs(&Remote::new(format!("http://{addr}/repo.git")), &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GitError::Transport(_)), "{err:?}");
     serve.abort();
 }

@@ -3,7 +3,7 @@
 //! When the server cannot be started (no Go toolchain/binary, no sshd), each
 //! test prints why it skipped and passes.
 
-#![allow(clippy::unwrap_used)] // tests may unwrap (project rule)
+#![allow(clippy::unwrap_used)] // tests may unwrap: a panic fails the test
 
 mod common;
 

@@ -14,9 +14,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
-use kustomize_controller::inventory::parse_custom_stage_kinds;
+use kustomize_controller::flags::KustomizeControllerFlags;
 use kustomize_controller::reconcile::{Context, reconcile};
 use kustomize_controller::source_watch::{SourceRevisions, dependents};
+use kustomize_controller::ssa::parse_custom_stage_kinds;
 use kustomize_controller::tracker::Tracker;
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
@@ -24,9 +25,7 @@ use rflux_common::runtime::client::load_config;
 use rflux_common::runtime::controller::{ControllerSettings, strip_for_cache};
 use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, gate_enabled, parse_feature_gates};
 use rflux_common::runtime::process;
-use rflux_common::runtime::{
-    KustomizeControllerFlags, Manager, RuntimeError, init_logging, run_controller_with,
-};
+use rflux_common::runtime::{Manager, RuntimeError, init_logging, run_controller_with};
 use rflux_kustomize::{BuildOptions, LoadRestrictor};
 
 const CONTROLLER_NAME: &str = "kustomize-controller";

@@ -1,4 +1,4 @@
-//! The GitRepository watch (flux-spec §4.1): when a source's artifact appears or its revision
+//! The GitRepository watch: when a source's artifact appears or its revision
 //! changes, the Kustomizations that reference it are reconciled at once instead of at their
 //! next interval. Those already Ready (or Reconciling) with `lastAttemptedRevision` equal to
 //! the new revision are skipped, like Flux does.

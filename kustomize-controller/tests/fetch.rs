@@ -1,6 +1,7 @@
 //! Artifact fetcher against a local HTTP server (source-controller's artifact server, or small
 //! axum handlers for failure modes): download, digest verification, 404, retries, size limit,
-//! cache hits without requests, eviction, and refusal of hostile tarballs.
+//! cache hits without requests, eviction, refusal of hostile tarballs, and working copies
+//! (removed with their value, and at start-up when a killed process left them).
 #![allow(clippy::unwrap_used)]
 
 use std::fs;
@@ -17,7 +18,8 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 use kustomize_controller::fetch::{
-    ArtifactFetcher, FetchError, FetcherOptions, UntarError, UntarLimits, copy_tree, untar,
+    ArtifactFetcher, FetchError, FetcherOptions, RUN_DIR_PREFIX, UntarError, UntarLimits,
+    copy_tree, untar,
 };
 use sha2::Digest as _;
 
@@ -701,4 +703,174 @@ fn truncated_and_corrupt_archives_are_errors() {
     assert!(r.is_err());
     let (_d, r) = untar_bytes(b"not gzip at all", &UntarLimits::default());
     assert!(matches!(r, Err(UntarError::Format(_))), "{r:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Working copies
+// ---------------------------------------------------------------------------------------------
+
+fn work_opts(cache: &Path, parent: &Path) -> FetcherOptions {
+    let mut o = fast_opts(cache);
+    o.work_parent = parent.to_path_buf();
+    o
+}
+
+#[tokio::test]
+async fn fetch_to_work_dir_gives_a_copy_that_goes_with_its_value() {
+    let storage = tempfile::tempdir().unwrap();
+    let rel = "gitrepository/default/app/w.tar.gz";
+    let digest = make_artifact(storage.path(), rel, "work");
+    let server = artifact_server(storage.path()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    // The parent is made when missing.
+    let work_parent = parent.path().join("tmp");
+    let f = ArtifactFetcher::new(work_opts(cache.path(), &work_parent)).unwrap();
+    let url = format!("{}/{rel}", server.base);
+    let a = f.fetch_to_work_dir(&url, &digest).await.unwrap();
+    let b = f.fetch_to_work_dir(&url, &digest).await.unwrap();
+    assert_ne!(a.path(), b.path());
+    assert_eq!(
+        fs::read_to_string(a.path().join("deploy/nested/deeper/x.txt")).unwrap(),
+        "work"
+    );
+    // Both in the fetcher's one run directory, named for the sweep.
+    let run = a.path().parent().unwrap().to_path_buf();
+    assert_eq!(b.path().parent(), Some(run.as_path()));
+    assert_eq!(run.parent(), Some(work_parent.as_path()));
+    let run_name = run.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(run_name.starts_with(RUN_DIR_PREFIX), "{run_name}");
+    let a_path = a.path().to_path_buf();
+    drop(a);
+    assert!(!a_path.exists());
+    assert!(b.path().is_dir());
+    drop(b);
+    drop(f);
+    assert!(!run.exists(), "the run directory goes with its fetcher");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn start_up_removes_working_copies_of_ended_runs_only() {
+    let parent = tempfile::tempdir().unwrap();
+    let p = parent.path();
+    let cache = tempfile::tempdir().unwrap();
+
+    // A live run: its copy survives another fetcher's start-up.
+    let live = ArtifactFetcher::new(work_opts(cache.path(), p)).unwrap();
+    let live_copy = live.work_dir().unwrap();
+    fs::write(live_copy.path().join("kustomization.yaml"), "x").unwrap();
+    let live_run = live_copy.path().parent().unwrap().to_path_buf();
+
+    // Runs that ended mid-reconcile: their lock file is there but nobody holds it.
+    let dead = p.join(format!("{RUN_DIR_PREFIX}dead"));
+    fs::create_dir_all(dead.join("reconcile-1/deploy")).unwrap();
+    fs::write(dead.join(".lock"), "").unwrap();
+    fs::write(dead.join("reconcile-1/deploy/cm.yaml"), "x").unwrap();
+    fs::set_permissions(
+        dead.join("reconcile-1/deploy"),
+        fs::Permissions::from_mode(0o500),
+    )
+    .unwrap();
+    let dead_empty = p.join(format!("{RUN_DIR_PREFIX}dead-empty"));
+    fs::create_dir(&dead_empty).unwrap();
+    fs::write(dead_empty.join(".lock"), "").unwrap();
+    // One that died before making its lock file, long ago.
+    let lockless_old = p.join(format!("{RUN_DIR_PREFIX}old"));
+    fs::create_dir(&lockless_old).unwrap();
+    fs::File::open(&lockless_old)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(7200))
+        .unwrap();
+
+    // Left alone: a run dir being created (no lock file yet), other names, a file and a
+    // symlink with our prefix.
+    let lockless_new = p.join(format!("{RUN_DIR_PREFIX}new"));
+    fs::create_dir(&lockless_new).unwrap();
+    let foreign = p.join("other-tool-work");
+    fs::create_dir(&foreign).unwrap();
+    fs::write(foreign.join(".lock"), "").unwrap();
+    let near_miss = p.join("kustomize-controller-workdir");
+    fs::create_dir(&near_miss).unwrap();
+    fs::write(near_miss.join(".lock"), "").unwrap();
+    let file = p.join(format!("{RUN_DIR_PREFIX}file"));
+    fs::write(&file, "not a directory").unwrap();
+    let target = p.join("elsewhere");
+    fs::create_dir(&target).unwrap();
+    fs::write(target.join(".lock"), "").unwrap();
+    let link = p.join(format!("{RUN_DIR_PREFIX}link"));
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+
+    let _restarted = ArtifactFetcher::new(work_opts(cache.path(), p)).unwrap();
+
+    assert!(!dead.exists());
+    assert!(!dead_empty.exists());
+    assert!(!lockless_old.exists());
+    assert!(live_copy.path().join("kustomization.yaml").is_file());
+    assert!(live_run.join(".lock").is_file());
+    assert!(lockless_new.is_dir());
+    assert!(foreign.join(".lock").is_file());
+    assert!(near_miss.join(".lock").is_file());
+    assert!(file.is_file());
+    assert!(target.join(".lock").is_file());
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+/// Set in the child process of [`a_killed_run_is_swept_at_the_next_start_up`].
+const CHILD_ENV: &str = "RFLUX_FETCH_TEST_WORK_PARENT";
+
+#[test]
+fn a_killed_run_is_swept_at_the_next_start_up() {
+    if let Some(parent) = std::env::var_os(CHILD_ENV) {
+        // The child: a reconcile's working copy, then wait to be killed (SIGKILL: no drop).
+        let cache = tempfile::tempdir().unwrap();
+        let f = ArtifactFetcher::new(work_opts(cache.path(), Path::new(&parent))).unwrap();
+        let copy = f.work_dir().unwrap();
+        fs::write(copy.path().join("kustomization.yaml"), "x").unwrap();
+        // On a line of its own (libtest has written the test's name without a newline).
+        println!("\nWORK {}", copy.path().display());
+        std::io::stdout().flush().unwrap();
+        std::thread::sleep(Duration::from_secs(120));
+        return;
+    }
+    let parent = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_killed_run_is_swept_at_the_next_start_up",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, parent.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let copy = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map(Result::unwrap)
+        .find_map(|l| {
+            l.split_once("WORK ")
+                .map(|(_, p)| std::path::PathBuf::from(p))
+        })
+        .expect("the child reports its working copy");
+    let run = copy.parent().unwrap().to_path_buf();
+    assert!(copy.join("kustomization.yaml").is_file());
+
+    // While the child lives, a start-up leaves its copy alone.
+    let cache = tempfile::tempdir().unwrap();
+    ArtifactFetcher::new(work_opts(cache.path(), parent.path())).unwrap();
+    assert!(copy.join("kustomization.yaml").is_file());
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Killed mid-reconcile: the copy is still there, until the next start-up.
+    assert!(copy.is_dir());
+    ArtifactFetcher::new(work_opts(cache.path(), parent.path())).unwrap();
+    assert!(!run.exists(), "{} left behind", run.display());
+    assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
 }

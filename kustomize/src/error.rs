@@ -1,6 +1,7 @@
 //! The error type of the engine.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Everything that can go wrong while building a kustomization.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,22 @@ pub enum KustomizeError {
 
     #[error("{context}: {message}")]
     Transform { context: String, message: String },
+
+    #[error("build budget exceeded: {0}")]
+    Budget(BudgetExceeded),
+}
+
+/// Which limit of a build's budget (`rflux_kustomize::Budget`) a build ran into.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetExceeded {
+    #[error("the build took longer than {0:?}")]
+    Time(Duration),
+    #[error("the build produced more than {0} objects")]
+    Resources(usize),
+    #[error("the build read more than {0} bytes")]
+    Bytes(u64),
+    #[error("kustomizations are nested more than {0} deep")]
+    Depth(usize),
 }
 
 pub type Result<T> = std::result::Result<T, KustomizeError>;

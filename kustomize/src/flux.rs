@@ -2,14 +2,16 @@
 //! path has none, overlay the `Kustomization` spec's fields, and build with no load
 //! restrictions inside the artifact root only.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
+pub use rflux_core::secure_join;
 use serde_json::{Map, Value, json};
 
-use crate::build::{build_loaded_with, load_kustomization};
+use crate::budget::Budget;
+use crate::build::build_loaded_with;
 use crate::error::{KustomizeError, Result};
-use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization};
-use crate::loader::{BuildOptions, LoadRestrictor, Loader};
+use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization, load_kustomization};
+use crate::loader::{BuildOptions, LoadRestrictor, Loader, is_remote};
 use crate::resource::Resource;
 use crate::transform::set_meta;
 use crate::yaml::parse_stream;
@@ -37,32 +39,25 @@ pub struct FluxOverrides {
     pub build_metadata: Vec<String>,
 }
 
-/// Joins `path` under `root` without letting `..` climb out of it.
-pub fn secure_join(root: &Path, path: &Path) -> PathBuf {
-    let mut parts: Vec<std::ffi::OsString> = Vec::new();
-    for c in path.components() {
-        match c {
-            Component::Normal(p) => parts.push(p.to_os_string()),
-            Component::ParentDir => {
-                parts.pop();
-            }
-            _ => {}
-        }
-    }
-    let mut out = root.to_path_buf();
-    for p in parts {
-        out.push(p);
-    }
-    out
+/// Builds `path` (relative to the artifact `root`, `..` clamped at the root) the way Flux
+/// does, within the default [`Budget`].
+pub fn build_flux(root: &Path, path: &Path, overrides: &FluxOverrides) -> Result<Vec<Resource>> {
+    build_flux_with(root, path, overrides, &Budget::default())
 }
 
-/// Builds `path` (relative to the artifact `root`) the way Flux does.
-pub fn build_flux(root: &Path, path: &Path, overrides: &FluxOverrides) -> Result<Vec<Resource>> {
+/// [`build_flux`] within the given budget.
+pub fn build_flux_with(
+    root: &Path,
+    path: &Path,
+    overrides: &FluxOverrides,
+    budget: &Budget,
+) -> Result<Vec<Resource>> {
     let dir = secure_join(root, path);
     let opts = BuildOptions {
         load_restrictor: LoadRestrictor::None,
         root_fence: Some(root.to_path_buf()),
         max_file_bytes: None,
+        budget: budget.clone(),
     };
     let ldr = Loader::new(&dir, &opts)?;
     let has_file = KUSTOMIZATION_FILE_NAMES
@@ -107,10 +102,10 @@ pub fn build_flux(root: &Path, path: &Path, overrides: &FluxOverrides) -> Result
 }
 
 /// Flux's generated kustomization: every sub-directory holding a kustomization file (not
-/// descended into) and every `.yaml`/`.yml` file below the path, in walk order.
-pub fn generate_kustomization(ldr: &Loader) -> Result<Kustomization> {
-    let mut resources = Vec::new();
-    walk(&ldr.root, &ldr.root, &mut resources)?;
+/// descended into) and every `.yaml`/`.yml` file below the path, in walk order. Every such file
+/// must parse as YAML; reading them counts against the build's budget.
+pub(crate) fn generate_kustomization(ldr: &Loader) -> Result<Kustomization> {
+    let resources = walk(ldr)?;
     let mut fields = Map::new();
     fields.insert(
         "apiVersion".into(),
@@ -130,18 +125,36 @@ pub fn generate_kustomization(ldr: &Loader) -> Result<Kustomization> {
     })
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-    let io = |p: &Path, e: std::io::Error| KustomizeError::Io {
-        path: p.to_path_buf(),
-        message: e.to_string(),
-    };
+/// The sorted entries of a directory.
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| io(dir, e))?
+        .map_err(|e| io_err(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
-    for p in entries {
-        let meta = std::fs::symlink_metadata(&p).map_err(|e| io(&p, e))?;
+    Ok(entries)
+}
+
+fn io_err(p: &Path, e: std::io::Error) -> KustomizeError {
+    KustomizeError::Io {
+        path: p.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Walks the tree below the loader's root depth first, in sorted order, without following
+/// symlinks; keeps its own stack of directories, so a deep tree needs no thread stack.
+fn walk(ldr: &Loader) -> Result<Vec<String>> {
+    let root = ldr.root.as_path();
+    let mut out = Vec::new();
+    let mut stack = vec![sorted_entries(root)?.into_iter()];
+    while let Some(dir) = stack.last_mut() {
+        let Some(p) = dir.next() else {
+            stack.pop();
+            continue;
+        };
+        ldr.meter().check_time()?;
+        let meta = std::fs::symlink_metadata(&p).map_err(|e| io_err(&p, e))?;
         let rel = p
             .strip_prefix(root)
             .map(|r| format!("./{}", r.display()))
@@ -151,7 +164,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
                 out.push(rel);
                 continue;
             }
-            walk(root, &p, out)?;
+            stack.push(sorted_entries(&p)?.into_iter());
             continue;
         }
         if !meta.is_file() {
@@ -161,14 +174,14 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
         if ext != "yaml" && ext != "yml" {
             continue;
         }
-        let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+        let text = ldr.read_walked_text(&p)?;
         parse_stream(&text, &p.display().to_string()).map_err(|e| KustomizeError::Yaml {
             origin: p.display().to_string(),
             message: format!("failed to decode Kubernetes YAML: {e}"),
         })?;
         out.push(rel);
     }
-    Ok(())
+    Ok(out)
 }
 
 fn overlay(ldr: &Loader, k: &mut Kustomization, o: &FluxOverrides) -> Result<()> {
@@ -217,7 +230,7 @@ fn overlay(ldr: &Loader, k: &mut Kustomization, o: &FluxOverrides) -> Result<()>
         for c in &o.components {
             let p = Path::new(c);
             // like Flux: no URL or absolute path (`..` is fine; the fence still holds)
-            if p.is_absolute() || crate::loader::is_remote(c) {
+            if p.is_absolute() || is_remote(c) {
                 return Err(k.field_err(
                     "components",
                     format!("component path '{c}' must be local and relative"),

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::build::Item;
 use crate::fieldspec::FieldSpec;
+use crate::item::Item;
 use crate::patch::{PatchError, replacements as repl, vars as pvars};
 use crate::resource::{ResId, Resource};
 

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{KustomizeError, Result};
+use crate::loader::Loader;
+use crate::yaml::parse_one;
 
 /// File names kustomize recognises, in its order.
 pub const KUSTOMIZATION_FILE_NAMES: [&str; 3] =
@@ -180,6 +182,24 @@ impl Kustomization {
             None => Ok(Vec::new()),
             Some(v) => str_map_of(v).map_err(|m| self.field_err(field, m)),
         }
+    }
+}
+
+/// Finds and parses the kustomization file of a loader's directory.
+pub fn load_kustomization(ldr: &Loader) -> Result<Kustomization> {
+    let found: Vec<&str> = KUSTOMIZATION_FILE_NAMES
+        .iter()
+        .copied()
+        .filter(|n| ldr.root.join(n).is_file())
+        .collect();
+    match found.as_slice() {
+        [] => Err(KustomizeError::MissingKustomization(ldr.root.clone())),
+        [name] => {
+            let (path, text) = ldr.read_text(name)?;
+            let doc = parse_one(&text, &path.display().to_string())?;
+            Kustomization::from_value(&path, doc)
+        }
+        _ => Err(KustomizeError::MultipleKustomizations(ldr.root.clone())),
     }
 }
 

@@ -4,29 +4,46 @@
 //! [`build_flux`] does what Flux's kustomize-controller does for a `Kustomization` object
 //! (generating a kustomization when the path has none, applying the spec's overrides);
 //! [`to_yaml_stream`] prints the result the way kustomize does.
+//!
+//! A kustomization tree is untrusted input: every build runs within a [`Budget`] (time,
+//! objects produced, bytes read, nesting depth), set through [`BuildOptions::budget`] or
+//! [`build_flux_with`], and fails with [`KustomizeError::Budget`] when it runs out. The build
+//! keeps its own stack of kustomizations, so it needs little thread stack whatever the depth.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod build;
-pub mod error;
-pub mod fieldspec;
+mod acc;
+mod budget;
+mod build;
+mod builtin_config;
+mod error;
+mod fieldspec;
 pub mod flux;
-pub mod generator;
+mod generator;
 mod glue;
-pub mod kustomization;
-pub mod loader;
+mod item;
+mod kustomization;
+mod loader;
 mod nameref;
+mod objects;
 pub mod patch;
+mod patching;
+mod pipeline;
 mod plugins;
 pub mod resource;
-pub mod sort;
-pub mod transform;
-mod varref;
+mod scope;
+mod sort;
+mod transform;
+mod walk;
 pub mod yaml;
 
-pub use build::build;
-pub use error::KustomizeError;
-pub use flux::{FluxOverrides, build_flux};
-pub use loader::{BuildOptions, LoadRestrictor};
+pub use budget::{
+    Budget, DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, DEFAULT_MAX_RESOURCES, DEFAULT_TIMEOUT,
+};
+pub use build::{MANAGED_BY, build};
+pub use error::{BudgetExceeded, KustomizeError};
+pub use fieldspec::{FieldSpec, Gvk};
+pub use flux::{FluxOverrides, build_flux, build_flux_with};
+pub use loader::{BuildOptions, DEFAULT_MAX_FILE_BYTES, LoadRestrictor};
 pub use resource::{ResId, Resource};
 pub use yaml::to_yaml_stream;

@@ -1,7 +1,11 @@
-//! Reading files with kustomize's load restrictions, plus an optional hard fence.
+//! Reading files with kustomize's load restrictions, plus an optional hard fence and the
+//! build's budget.
 
-use std::path::{Component, Path, PathBuf};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::budget::{Budget, Meter};
 use crate::error::{KustomizeError, Result};
 
 /// Which files a kustomization may read.
@@ -22,22 +26,30 @@ pub struct BuildOptions {
     /// When set, no file or directory outside this directory (after resolving symlinks) is
     /// ever read, whatever the restrictor says. Flux sets it to the artifact root.
     pub root_fence: Option<PathBuf>,
-    /// Largest file read, in bytes.
+    /// Largest file read, in bytes (default [`DEFAULT_MAX_FILE_BYTES`]).
     pub max_file_bytes: Option<u64>,
+    /// Limits of the whole build (time, objects, bytes read, nesting).
+    pub budget: Budget,
 }
 
 /// Default cap on one file's size.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What every loader of one build shares.
+#[derive(Debug)]
+struct Shared {
+    restrictor: LoadRestrictor,
+    fence: Option<PathBuf>,
+    max_file_bytes: u64,
+    meter: Meter,
+}
 
 /// A loader rooted at one kustomization directory.
 #[derive(Debug, Clone)]
 pub struct Loader {
     /// The directory, with symlinks resolved.
     pub root: PathBuf,
-    opts: BuildOptions,
-    fence: Option<PathBuf>,
-    /// Directories of the kustomizations that led here (for cycle detection).
-    chain: Vec<PathBuf>,
+    shared: Arc<Shared>,
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> KustomizeError {
@@ -62,8 +74,40 @@ pub fn is_remote(s: &str) -> bool {
         || lower.contains("?ref=")
 }
 
+/// Reads the regular file `path`, refusing it when it is larger than `cap` bytes: at most
+/// `cap + 1` bytes are ever read, even from a file that grows while it is read.
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>> {
+    let too_big = |len: u64| {
+        io_err(
+            path,
+            format!("file of {len} bytes is larger than the limit of {cap} bytes"),
+        )
+    };
+    let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let meta = file.metadata().map_err(|e| io_err(path, e))?;
+    if meta.is_dir() {
+        return Err(io_err(path, "is a directory"));
+    }
+    if !meta.is_file() {
+        // A FIFO or a device could block or never end.
+        return Err(io_err(path, "not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_err(path, e))?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > cap {
+        return Err(too_big(read));
+    }
+    Ok(bytes)
+}
+
 impl Loader {
-    /// A loader for the kustomization directory `dir`.
+    /// A loader for the kustomization directory `dir`; the build's budget starts now.
     pub fn new(dir: &Path, opts: &BuildOptions) -> Result<Self> {
         let fence = match &opts.root_fence {
             Some(f) => Some(f.canonicalize().map_err(|e| io_err(f, e))?),
@@ -74,17 +118,20 @@ impl Loader {
             return Err(io_err(dir, "must be a directory"));
         }
         let l = Loader {
-            root: root.clone(),
-            opts: opts.clone(),
-            fence,
-            chain: vec![root],
+            root,
+            shared: Arc::new(Shared {
+                restrictor: opts.load_restrictor,
+                fence,
+                max_file_bytes: opts.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
+                meter: Meter::start(&opts.budget),
+            }),
         };
         l.check_fence(dir, &l.root)?;
         Ok(l)
     }
 
     fn check_fence(&self, asked: &Path, real: &Path) -> Result<()> {
-        if let Some(f) = &self.fence
+        if let Some(f) = &self.shared.fence
             && !real.starts_with(f)
         {
             return Err(KustomizeError::OutsideRoot {
@@ -93,6 +140,11 @@ impl Loader {
             });
         }
         Ok(())
+    }
+
+    /// What the build has used of its budget.
+    pub(crate) fn meter(&self) -> &Meter {
+        &self.shared.meter
     }
 
     /// Lexically joins `rel` onto the root (no symlink resolution).
@@ -110,7 +162,7 @@ impl Loader {
         let joined = self.join(rel);
         let real = joined.canonicalize().map_err(|e| io_err(&joined, e))?;
         self.check_fence(&joined, &real)?;
-        if self.opts.load_restrictor == LoadRestrictor::RootOnly && !real.starts_with(&self.root) {
+        if self.shared.restrictor == LoadRestrictor::RootOnly && !real.starts_with(&self.root) {
             return Err(KustomizeError::OutsideRoot {
                 path: joined,
                 root: self.root.clone(),
@@ -119,24 +171,13 @@ impl Loader {
         Ok(real)
     }
 
-    /// Reads a file named relative to the root.
+    /// Reads a file named relative to the root, within the size limit and the budget.
     pub fn read(&self, rel: &str) -> Result<(PathBuf, Vec<u8>)> {
+        self.meter().check_time()?;
         let real = self.resolve_file(rel)?;
-        let meta = std::fs::metadata(&real).map_err(|e| io_err(&real, e))?;
-        if meta.is_dir() {
-            return Err(io_err(&real, "is a directory"));
-        }
-        let cap = self.opts.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES);
-        if meta.len() > cap {
-            return Err(io_err(
-                &real,
-                format!(
-                    "file of {} bytes is larger than the limit of {cap} bytes",
-                    meta.len()
-                ),
-            ));
-        }
-        let bytes = std::fs::read(&real).map_err(|e| io_err(&real, e))?;
+        let bytes = read_capped(&real, self.shared.max_file_bytes)?;
+        self.meter()
+            .add_bytes(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
         Ok((self.join(rel), bytes))
     }
 
@@ -147,12 +188,23 @@ impl Loader {
         Ok((p, text))
     }
 
+    /// Reads a UTF-8 text file the caller found by walking the root's tree without following
+    /// symlinks (so it is inside the root), within the size limit and the budget.
+    pub(crate) fn read_walked_text(&self, path: &Path) -> Result<String> {
+        self.meter().check_time()?;
+        let bytes = read_capped(path, self.shared.max_file_bytes)?;
+        self.meter()
+            .add_bytes(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
+        String::from_utf8(bytes).map_err(|_| io_err(path, "file is not valid UTF-8"))
+    }
+
     /// Whether `rel` names a directory (following symlinks).
     pub fn is_dir(&self, rel: &str) -> bool {
         self.join(rel).is_dir()
     }
 
-    /// A loader for a base or component directory named relative to the root.
+    /// A loader for a base or component directory named relative to the root. The caller
+    /// checks that it is not an ancestor of a kustomization being built (a cycle).
     pub fn sub(&self, rel: &str) -> Result<Loader> {
         let joined = self.join(rel);
         let real = joined.canonicalize().map_err(|e| io_err(&joined, e))?;
@@ -160,46 +212,30 @@ impl Loader {
             return Err(io_err(&joined, "not a directory"));
         }
         self.check_fence(&joined, &real)?;
-        for prev in &self.chain {
-            if prev.starts_with(&real) {
-                return Err(io_err(
-                    &joined,
-                    format!(
-                        "cycle detected: '{}' refers to an ancestor",
-                        self.root.display()
-                    ),
-                ));
-            }
-        }
-        let mut chain = self.chain.clone();
-        chain.push(real.clone());
         Ok(Loader {
             root: real,
-            opts: self.opts.clone(),
-            fence: self.fence.clone(),
-            chain,
+            shared: Arc::clone(&self.shared),
         })
-    }
-
-    /// The options this loader was made with.
-    pub fn options(&self) -> &BuildOptions {
-        &self.opts
     }
 }
 
-/// Removes `.` and resolves `..` lexically.
-pub fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other.as_os_str()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_read_refuses_big_and_special_files() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("f");
+        std::fs::write(&f, "x".repeat(11)).unwrap();
+        assert_eq!(read_capped(&f, 11).unwrap().len(), 11);
+        let e = read_capped(&f, 10).unwrap_err();
+        assert!(e.to_string().contains("larger than the limit"), "{e}");
+        assert!(read_capped(t.path(), 10).is_err());
+        #[cfg(unix)]
+        {
+            let e = read_capped(Path::new("/dev/zero"), 10).unwrap_err();
+            assert!(e.to_string().contains("not a regular file"), "{e}");
         }
     }
-    out
 }

@@ -6,11 +6,12 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use crate::build::Item;
+use crate::budget::Meter;
 use crate::error::{KustomizeError, Result};
 use crate::fieldspec::{FieldSpec, Gvk, NameBackRef, visit_path};
+use crate::item::Item;
 use crate::resource::ResId;
-use crate::transform::{effective, is_cluster_scoped};
+use crate::scope::{effective, id_is_cluster_scoped};
 
 /// What the fixer needs to know about a possible referral target.
 #[derive(Debug, Clone)]
@@ -41,7 +42,7 @@ fn snapshot(item: &Item) -> Cand {
         prev: item.prev_ids.clone(),
         prefixes: item.prefixes.clone(),
         suffixes: item.suffixes.clone(),
-        cluster: is_cluster_scoped(&id.kind),
+        cluster: id_is_cluster_scoped(&id),
     }
 }
 
@@ -147,15 +148,27 @@ impl Ctx<'_> {
     }
 }
 
-/// Rewrites name references in all items.
-pub fn fix_back_references(items: &mut [Item], backrefs: &[NameBackRef]) -> Result<()> {
+/// Rewrites name references in all items, within the build's time budget.
+pub fn fix_back_references(
+    items: &mut [Item],
+    backrefs: &[NameBackRef],
+    meter: &Meter,
+) -> Result<()> {
     let cands: Vec<Cand> = items.iter().map(snapshot).collect();
     // Only objects whose name or namespace changed can make a reference stale.
     if cands.iter().all(|c| c.prev.is_empty()) {
         return Ok(());
     }
     for i in 0..items.len() {
+        meter.check_time()?;
         let org = items[i].org_id();
+        // Objects of kinds that refer to nothing by name need no list of candidates.
+        if !backrefs
+            .iter()
+            .any(|br| br.referrers.iter().any(|fs| fs.gvk.selects_id(&org)))
+        {
+            continue;
+        }
         let referrer = &cands[i];
         let visible: Vec<&Cand> = if referrer.cluster {
             cands.iter().collect()

@@ -3,10 +3,13 @@
 
 use serde_json::Value;
 
-use crate::build::Item;
 use crate::error::{KustomizeError, Result};
-use crate::fieldspec::{FieldSpec, TransformerConfig};
+use crate::fieldspec::{FieldSpec, TransformerConfig, split_path, visit_path};
+use crate::item::Item;
 use crate::kustomization::{Kustomization, str_map_lenient};
+use crate::patch::Selector;
+use crate::resource::MAX_DEPTH;
+use crate::scope::is_cluster_scoped;
 use crate::transform::{self, ImageRule};
 
 fn specs_of(v: &Value, origin: &str) -> Result<Vec<FieldSpec>> {
@@ -124,6 +127,12 @@ fn value_add(k: &Kustomization, root_name: &str, items: &mut [Item], doc: &Value
                 "ValueAddTransformer: fieldPath cannot be empty",
             ));
         }
+        if split_path(field_path).len() > MAX_DEPTH {
+            return Err(k.field_err(
+                "transformers",
+                format!("ValueAddTransformer: fieldPath has more than {MAX_DEPTH} segments"),
+            ));
+        }
         let pos = t
             .get("filePathPosition")
             .and_then(Value::as_i64)
@@ -136,8 +145,7 @@ fn value_add(k: &Kustomization, root_name: &str, items: &mut [Item], doc: &Value
         }
         let selector = match t.get("selector").filter(|s| !s.is_null()) {
             Some(s) => Some(
-                crate::patch::Selector::from_value(s)
-                    .map_err(|e| k.field_err("transformers", e.to_string()))?,
+                Selector::from_value(s).map_err(|e| k.field_err("transformers", e.to_string()))?,
             ),
             None => None,
         };
@@ -146,7 +154,7 @@ fn value_add(k: &Kustomization, root_name: &str, items: &mut [Item], doc: &Value
                 continue;
             }
             if field_path == "metadata/namespace" {
-                if !transform::is_cluster_scoped(item.res.kind()) {
+                if !is_cluster_scoped(item.res.api_version(), item.res.kind()) {
                     transform::set_meta(
                         &mut item.res.obj,
                         "namespace",
@@ -155,8 +163,8 @@ fn value_add(k: &Kustomization, root_name: &str, items: &mut [Item], doc: &Value
                 }
                 continue;
             }
-            let segs = crate::fieldspec::split_path(field_path);
-            crate::fieldspec::visit_path(
+            let segs = split_path(field_path);
+            visit_path(
                 &mut item.res.obj,
                 &segs,
                 true,

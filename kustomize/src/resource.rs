@@ -1,6 +1,29 @@
 //! The unit the engine works on: one Kubernetes object plus the identity it was loaded with.
 
+use rflux_core::split_api_version;
 use serde_json::Value;
+
+/// The deepest nesting of maps and lists that patches, replacements and field specs may give an
+/// object, and the most segments a field path may have. Parsed YAML is at most 256 deep; every
+/// operation that could nest an object deeper than this is refused, so the code that walks
+/// objects recursively (merging, copying, printing) needs a bounded stack.
+pub const MAX_DEPTH: usize = 512;
+
+/// How deeply maps and lists nest in a value: a scalar is 0, `{}` and `[]` are 1.
+pub fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(m) => Box::new(m.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(d + 1);
+        stack.extend(children.map(|c| (c, d + 1)));
+    }
+    deepest
+}
 
 /// Group/version/kind plus name and namespace: how kustomize identifies an object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -59,14 +82,6 @@ impl Resource {
     }
 }
 
-/// Splits `apiVersion` into group and version (`v1` has the empty group).
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.rsplit_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    }
-}
-
 /// The identity of an object as it is now.
 pub fn id_of(obj: &Value) -> ResId {
     let (group, version) =
@@ -88,5 +103,18 @@ pub fn id_of(obj: &Value) -> ResId {
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .map(str::to_string),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn depth_counts_nested_maps_and_lists() {
+        assert_eq!(depth(&json!("x")), 0);
+        assert_eq!(depth(&json!({})), 1);
+        assert_eq!(depth(&json!({"a": [1, {"b": []}], "c": 2})), 4);
     }
 }

@@ -3,43 +3,11 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::build::Item;
 use crate::error::{KustomizeError, Result};
-use crate::fieldspec::{FieldSpec, Gvk, visit_path};
+use crate::fieldspec::{FieldSpec, visit_path};
+use crate::item::Item;
 use crate::resource::ResId;
-
-/// Kinds that have no namespace (as kustomize's built-in schema knows them).
-const CLUSTER_SCOPED: &[&str] = &[
-    "APIService",
-    "CertificateSigningRequest",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "ComponentStatus",
-    "CSIDriver",
-    "CSINode",
-    "CustomResourceDefinition",
-    "FlowSchema",
-    "IngressClass",
-    "MutatingWebhookConfiguration",
-    "Namespace",
-    "Node",
-    "PersistentVolume",
-    "PodSecurityPolicy",
-    "PriorityClass",
-    "PriorityLevelConfiguration",
-    "RuntimeClass",
-    "SelfSubjectAccessReview",
-    "SelfSubjectRulesReview",
-    "StorageClass",
-    "SubjectAccessReview",
-    "TokenReview",
-    "ValidatingWebhookConfiguration",
-    "VolumeAttachment",
-];
-
-pub fn is_cluster_scoped(kind: &str) -> bool {
-    CLUSTER_SCOPED.contains(&kind)
-}
+use crate::scope::{effective, is_cluster_scoped};
 
 fn terr(context: &str, message: impl Into<String>) -> KustomizeError {
     KustomizeError::Transform {
@@ -82,7 +50,7 @@ pub fn namespace(items: &mut [Item], ns: &str, specs: &[FieldSpec]) -> Result<()
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        if !is_cluster_scoped(&kind) {
+        if !is_cluster_scoped(&api_version, &kind) {
             set_meta(obj, "namespace", json!(ns));
         }
         let is_binding = kind == "RoleBinding" || kind == "ClusterRoleBinding";
@@ -125,18 +93,6 @@ fn check_unique(items: &[Item], msg: &str) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// An id with the empty namespace written as `default`, for equality checks.
-pub fn effective(mut id: ResId) -> ResId {
-    if id.namespace.as_deref().is_none_or(str::is_empty) {
-        id.namespace = if is_cluster_scoped(&id.kind) {
-            None
-        } else {
-            Some("default".to_string())
-        };
-    }
-    id
 }
 
 /// Sets `metadata.<key>` of an object, creating `metadata` when needed.
@@ -373,11 +329,6 @@ pub fn replicas(items: &mut [Item], name: &str, count: &Value, specs: &[FieldSpe
         })?;
     }
     Ok(())
-}
-
-/// Whether a spec list entry applies to a GVK selector (used by configuration merging).
-pub fn gvk_selects(sel: &Gvk, id: &ResId) -> bool {
-    sel.selects_id(id)
 }
 
 #[cfg(test)]

@@ -77,6 +77,11 @@ fn more_fixtures_match_kubectl_byte_for_byte() {
         "scalar-styles",
         // an `openapi:` schema replaces the built-in one: containers are no longer merged by name
         "openapi-replaces-builtin",
+        // a base included three times along different paths (its result is reused), with a
+        // generator, a configuration, replacements, components and origin annotations
+        "diamond-reuse",
+        // `namespace:` and cluster scope, decided by exact apiVersion and kind
+        "cluster-scope",
     ] {
         let d = fixtures().join(dir);
         let got = build_yaml(&d, &BuildOptions::default());

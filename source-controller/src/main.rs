@@ -14,11 +14,11 @@ use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates, parse_listen_addr};
 use rflux_common::runtime::process;
-use rflux_common::runtime::{Manager, RuntimeError, SourceControllerFlags, init_logging};
+use rflux_common::runtime::{Manager, RuntimeError, init_logging};
 use source_controller::artifact::{
-    ArtifactError, DigestAlgorithm, Storage, StorageOptions, advertised_address, package_to_file,
-    serve,
+    ArtifactError, DigestAlgorithm, Storage, StorageOptions, package_to_file, serve,
 };
+use source_controller::flags::SourceControllerFlags;
 use source_controller::gitrepository::{CONTROLLER_NAME, Context, run_gitrepository_controller};
 
 /// Flux-compatible source-controller.
@@ -100,7 +100,7 @@ fn build_storage(flags: &SourceControllerFlags) -> Result<Storage, MainError> {
         .artifact_digest_algo
         .parse()
         .map_err(ArtifactError::from)?;
-    let hostname = advertised_address(&flags.storage_addr, &flags.storage_adv_addr)?;
+    let hostname = flags.advertised_storage_addr()?;
     Ok(Storage::new(StorageOptions {
         root: flags.storage_path.clone(),
         hostname,

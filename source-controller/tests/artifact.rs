@@ -196,7 +196,7 @@ fn bytes_do_not_depend_on_thread_count() {
     let mut out = Vec::new();
     let d = package_dir_threads(a.path(), &rules, DigestAlgorithm::Sha512, 2, &mut out).unwrap();
     assert_eq!(out, outs[0].0);
-    assert!(d.to_string().starts_with("sha512:") && d.hex.len() == 128);
+    assert!(d.to_string().starts_with("sha512:") && d.digest.hex().len() == 128);
 }
 
 #[test]
@@ -494,6 +494,10 @@ fn storage_archive_verify_and_remove() {
     // Paths that leave the root are refused.
     assert!(st.local_path("../x").is_err());
     assert!(st.local_path("gitrepository/../../x").is_err());
+    // Neither are paths that name the root itself.
+    assert!(st.local_path("").is_err());
+    assert!(st.local_path("gitrepository/..").is_err());
+    assert!(st.local_path("x\0y").is_err());
 
     assert!(
         st.remove_all("GitRepository", "flux-system", "podinfo")

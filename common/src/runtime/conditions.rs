@@ -1,5 +1,5 @@
 //! kstatus-compliant condition handling over `metav1.Condition`, following Flux's
-//! `runtime/conditions` semantics (flux-spec §1.6, §1.8, §4.13).
+//! `runtime/conditions` semantics.
 //!
 //! Everything here is pure: the current time is passed in where it matters.
 
@@ -216,7 +216,7 @@ pub fn mark_unknown(
 
 /// Marks the object as reconciling (`Reconciling=True`) and, as kstatus requires, removes `Stalled`.
 /// `Ready` becomes `Unknown` with the same reason/message only when it is absent or already
-/// `Unknown` (flux-spec §1.7 step 5).
+/// `Unknown` (the last step of the summary).
 pub fn mark_reconciling(
     conditions: &mut Vec<Condition>,
     reason: &str,
@@ -270,7 +270,7 @@ pub struct SummarizeOptions<'a> {
     pub bipolar: &'a [&'a str],
 }
 
-/// source-controller's GitRepository summary (flux-spec §1.8).
+/// source-controller's GitRepository summary.
 pub const GIT_REPOSITORY_SUMMARY: SummarizeOptions<'static> = SummarizeOptions {
     priority: &[
         "StorageOperationFailed",
@@ -353,7 +353,7 @@ pub fn set_summary(
     get(conditions, READY).cloned()
 }
 
-/// End-of-reconcile status finalisation (flux-spec §4.13): with `Ready=True`, `Reconciling` is
+/// End-of-reconcile status finalisation: with `Ready=True`, `Reconciling` is
 /// removed and the returned value is the generation to store as `status.observedGeneration`;
 /// with `Ready=False` and `Reconciling` present, the latter's reason becomes
 /// `ProgressingWithRetry`.
@@ -389,7 +389,7 @@ pub enum KStatus {
     Failed,
 }
 
-/// Computes the kstatus result (flux-spec §1.8): Reconciling=True → InProgress; Stalled=True →
+/// Computes the kstatus result: Reconciling=True → InProgress; Stalled=True →
 /// Failed; observedGeneration ≠ generation → InProgress; otherwise Ready=True → Current, else
 /// InProgress.
 pub fn kstatus(

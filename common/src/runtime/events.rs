@@ -2,7 +2,7 @@
 //! Normal/Warning, `source.component` and `reportingController` = the controller name,
 //! `reportingInstance` = the hostname, and annotations carrying the revision
 //! (`source.toolkit.fluxcd.io/revision`, `kustomize.toolkit.fluxcd.io/revision`, ...) plus every
-//! `event.toolkit.fluxcd.io/*` annotation of the object (flux-spec §4.12).
+//! `event.toolkit.fluxcd.io/*` annotation of the object.
 //!
 //! Repeated identical events are aggregated like client-go does: the existing Event's `count`
 //! and `lastTimestamp` are patched instead of creating a new one.

@@ -1,4 +1,7 @@
-//! Command-line flags with Flux's names and defaults (flux-spec §5).
+//! Command-line flags with Flux's names and defaults: the ones both controllers take
+//! ([`RuntimeFlags`], [`LeaderElectionFlags`]) and the parsing helpers they share (listen
+//! addresses, feature gates, the runtime namespace). Each controller's own flags live in its
+//! binary crate and flatten [`RuntimeFlags`].
 //!
 //! Go's `pflag` accepts `--flag=value` and `--flag value`; boolean flags accept `--flag`
 //! and `--flag=false` (but not `--flag false`). The structs here follow the same rules so the
@@ -58,7 +61,7 @@ pub struct LeaderElectionFlags {
     pub retry_period: Duration,
 }
 
-/// Flags shared by both controllers (flux-spec §5.1).
+/// Flags shared by both controllers.
 #[derive(Debug, Clone, Args)]
 pub struct RuntimeFlags {
     /// The address the Prometheus metric endpoint binds to (`0` disables it).
@@ -120,113 +123,6 @@ pub struct RuntimeFlags {
     /// or the in-cluster config are used.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-}
-
-/// Flags of kustomize-controller (flux-spec §5.2), including the common ones.
-#[derive(Debug, Clone, Args)]
-pub struct KustomizeControllerFlags {
-    /// Common flags.
-    #[command(flatten)]
-    pub runtime: RuntimeFlags,
-    /// Number of concurrent Kustomization reconciles.
-    #[arg(long, default_value_t = 4)]
-    pub concurrent: u16,
-    /// Number of concurrent server-side apply operations.
-    #[arg(long, default_value_t = 4)]
-    pub concurrent_ssa: u16,
-    /// Refuse remote bases in kustomization.yaml.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value_t = false)]
-    pub no_remote_bases: bool,
-    /// Artifact download retries.
-    #[arg(long, default_value_t = 9)]
-    pub http_retry: u32,
-    /// Forbid references to objects in other namespaces (multi-tenancy lockdown).
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value_t = false)]
-    pub no_cross_namespace_refs: bool,
-    /// Default service account for SOPS decryption.
-    #[arg(long, default_value = "")]
-    pub default_decryption_service_account: String,
-    /// Default service account for remote kubeconfigs.
-    #[arg(long, default_value = "")]
-    pub default_kubeconfig_service_account: String,
-    /// Secret in RUNTIME_NAMESPACE with SOPS age keys.
-    #[arg(long, default_value = "")]
-    pub sops_age_secret: String,
-    /// ConfigMap in RUNTIME_NAMESPACE with SOPS Vault settings.
-    #[arg(long, default_value = "")]
-    pub sops_vault_configmap: String,
-    /// Extra field managers whose fields are taken over on apply (repeatable).
-    #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
-    pub override_manager: Vec<String>,
-    /// Extra kinds applied in the first apply stage (`group/Kind,...`).
-    #[arg(long, default_value = "")]
-    pub custom_apply_stage_kinds: String,
-    /// Allow exec in kubeconfigs.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value_t = false)]
-    pub insecure_kubeconfig_exec: bool,
-    /// Allow insecure TLS in kubeconfigs.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value_t = false)]
-    pub insecure_kubeconfig_tls: bool,
-    /// Label selector of ConfigMaps/Secrets that trigger reconciles when they change.
-    #[arg(long, default_value = "reconcile.fluxcd.io/watch=Enabled")]
-    pub watch_configs_label_selector: String,
-}
-
-/// Flags of source-controller (flux-spec §5.3), including the common ones.
-#[derive(Debug, Clone, Args)]
-pub struct SourceControllerFlags {
-    /// Common flags.
-    #[command(flatten)]
-    pub runtime: RuntimeFlags,
-    /// Number of concurrent reconciles per kind.
-    #[arg(long, default_value_t = 2)]
-    pub concurrent: u16,
-    /// The local storage path for artifacts.
-    #[arg(long, env = "STORAGE_PATH", default_value = "/data")]
-    pub storage_path: PathBuf,
-    /// The address the artifact file server binds to.
-    #[arg(long, env = "STORAGE_ADDRESS", default_value = ":9090")]
-    pub storage_addr: String,
-    /// The advertised address of the artifact server (defaults to `<hostname>:<port of --storage-addr>`).
-    #[arg(long, env = "STORAGE_ADV_ADDR", default_value = "")]
-    pub storage_adv_addr: String,
-    /// How long superseded artifacts are kept.
-    #[arg(long, default_value = "60s", value_parser = clap_duration)]
-    pub artifact_retention_ttl: Duration,
-    /// How many artifacts are kept per object.
-    #[arg(long, default_value_t = 2)]
-    pub artifact_retention_records: u32,
-    /// Digest algorithm of artifacts.
-    #[arg(long, default_value = "sha256")]
-    pub artifact_digest_algo: String,
-    /// SSH key-exchange algorithms (accepted; not used yet).
-    #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
-    pub ssh_kex_algos: Vec<String>,
-    /// SSH host key algorithms (accepted; not used yet).
-    #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
-    pub ssh_hostkey_algos: Vec<String>,
-    /// Helm (not supported; accepted so Flux's Deployment args work).
-    #[arg(long, default_value = "")]
-    pub helm_index_max_size: String,
-    /// Helm (not supported).
-    #[arg(long, default_value = "")]
-    pub helm_chart_max_size: String,
-    /// Helm (not supported).
-    #[arg(long, default_value = "")]
-    pub helm_chart_file_max_size: String,
-    /// Helm (not supported).
-    #[arg(long, default_value = "0")]
-    pub helm_cache_max_size: String,
-    /// Helm (not supported).
-    #[arg(long, default_value = "15m")]
-    pub helm_cache_ttl: String,
-    /// Helm (not supported).
-    #[arg(long, default_value = "1m")]
-    pub helm_cache_purge_interval: String,
 }
 
 /// Why a listen address could not be used.
@@ -296,7 +192,7 @@ pub enum FeatureGateError {
     Unknown(String),
 }
 
-/// Feature-gate defaults of kustomize-controller (flux-spec §5.2).
+/// Feature-gate defaults of kustomize-controller (Flux's gates, plus `WatchAppliedObjects`).
 pub const KUSTOMIZE_FEATURE_GATES: &[(&str, bool)] = &[
     ("CacheSecretsAndConfigMaps", false),
     ("DisableStatusPollerCache", true),
@@ -315,7 +211,7 @@ pub const KUSTOMIZE_FEATURE_GATES: &[(&str, bool)] = &[
     ("WatchAppliedObjects", true),
 ];
 
-/// Feature-gate defaults of source-controller (flux-spec §5.3).
+/// Feature-gate defaults of source-controller (the gates of Flux's that apply to GitRepository).
 pub const SOURCE_FEATURE_GATES: &[(&str, bool)] = &[
     ("CacheSecretsAndConfigMaps", false),
     ("ObjectLevelWorkloadIdentity", false),
@@ -366,81 +262,6 @@ impl RuntimeFlags {
             out.push("--token-cache-max-duration");
         }
         out
-    }
-}
-
-impl KustomizeControllerFlags {
-    /// See [`RuntimeFlags::inert_flags_in_use`].
-    pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
-        let mut out = self.runtime.inert_flags_in_use();
-        if self.concurrent_ssa != 4 {
-            out.push("--concurrent-ssa");
-        }
-        if !self.default_decryption_service_account.is_empty() {
-            out.push("--default-decryption-service-account");
-        }
-        if !self.default_kubeconfig_service_account.is_empty() {
-            out.push("--default-kubeconfig-service-account");
-        }
-        if !self.sops_age_secret.is_empty() {
-            out.push("--sops-age-secret");
-        }
-        if !self.sops_vault_configmap.is_empty() {
-            out.push("--sops-vault-configmap");
-        }
-        if self.insecure_kubeconfig_exec {
-            out.push("--insecure-kubeconfig-exec");
-        }
-        if self.insecure_kubeconfig_tls {
-            out.push("--insecure-kubeconfig-tls");
-        }
-        out
-    }
-}
-
-impl SourceControllerFlags {
-    /// See [`RuntimeFlags::inert_flags_in_use`].
-    pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
-        let mut out = self.runtime.inert_flags_in_use();
-        if !self.ssh_kex_algos.is_empty() {
-            out.push("--ssh-kex-algos");
-        }
-        if !self.ssh_hostkey_algos.is_empty() {
-            out.push("--ssh-hostkey-algos");
-        }
-        for (name, value, default) in [
-            ("--helm-index-max-size", &self.helm_index_max_size, ""),
-            ("--helm-chart-max-size", &self.helm_chart_max_size, ""),
-            (
-                "--helm-chart-file-max-size",
-                &self.helm_chart_file_max_size,
-                "",
-            ),
-            ("--helm-cache-max-size", &self.helm_cache_max_size, "0"),
-            ("--helm-cache-ttl", &self.helm_cache_ttl, "15m"),
-            (
-                "--helm-cache-purge-interval",
-                &self.helm_cache_purge_interval,
-                "1m",
-            ),
-        ] {
-            if value != default {
-                out.push(name);
-            }
-        }
-        out
-    }
-
-    /// The advertised storage address: `--storage-adv-addr`, or `<hostname>:<port of --storage-addr>`.
-    pub fn advertised_storage_addr(&self, hostname: &str) -> String {
-        if !self.storage_adv_addr.is_empty() {
-            return self.storage_adv_addr.clone();
-        }
-        let port = self
-            .storage_addr
-            .rsplit_once(':')
-            .map_or("9090", |(_, p)| p);
-        format!("{hostname}:{port}")
     }
 }
 

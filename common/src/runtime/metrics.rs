@@ -1,4 +1,4 @@
-//! Prometheus metrics with the names Flux's controllers and dashboards use (flux-spec §6):
+//! Prometheus metrics with the names Flux's controllers and dashboards use:
 //! the `gotk_*` recorder metrics, the controller-runtime and workqueue metrics, the client-go
 //! `rest_client_requests_total`, leader election status and `process_*` metrics.
 //! See `docs/metrics.md` for the list and for what is approximated.

@@ -18,21 +18,20 @@ pub mod metrics;
 pub mod process;
 pub mod server;
 pub mod shutdown;
+pub mod stage;
 
 pub use client::{ClientError, ClientOptions, build_client};
 pub use controller::{ControllerSettings, flux_predicate, run_controller, run_controller_with};
 pub use duration::{DurationError, format_go_duration, parse_go_duration};
 pub use events::{EventRecorder, EventType};
-pub use flags::{
-    KustomizeControllerFlags, LeaderElectionFlags, LogEncoding, LogLevel, RuntimeFlags,
-    SourceControllerFlags,
-};
+pub use flags::{LeaderElectionFlags, LogEncoding, LogLevel, RuntimeFlags};
 pub use jitter::{RetryBackoff, backoff_delay, jittered};
 pub use leader::{LeaderElectionConfig, LeaderElector, LeaderError};
 pub use logging::init_logging;
 pub use manager::{Manager, ManagerTasks};
 pub use metrics::{ControllerMetrics, Metrics, MetricsError, ReconcileResult};
 pub use server::{Readiness, ServerError};
+pub use stage::{Severity, StageError};
 
 /// Top-level runtime error (what `main` reports before exiting non-zero).
 #[derive(Debug, thiserror::Error)]

@@ -69,6 +69,12 @@ pub fn cap_malloc_arenas(name: &str) {
     cap_malloc_arenas_impl(name);
 }
 
+/// The stack of every runtime thread. Our own recursion on tenant input is bounded well below
+/// tokio's default 2 MiB (builds, YAML, substitution), but third-party parsers are not all
+/// bounded (the `cel` crate's parser overflows a 2 MiB stack at about 15 nested parentheses in
+/// a debug build): 8 MiB of address space per thread, touched only when used.
+pub const THREAD_STACK_BYTES: usize = 8 << 20;
+
 /// The controller's multi-threaded runtime, sized by [`runtime_threads`] for `--concurrent`.
 pub fn build_runtime(concurrent: u16) -> std::io::Result<tokio::runtime::Runtime> {
     let (workers, blocking) = runtime_threads(
@@ -79,6 +85,7 @@ pub fn build_runtime(concurrent: u16) -> std::io::Result<tokio::runtime::Runtime
         .worker_threads(workers)
         .max_blocking_threads(blocking)
         .thread_keep_alive(BLOCKING_KEEP_ALIVE)
+        .thread_stack_size(THREAD_STACK_BYTES)
         .enable_all()
         .build()
 }

@@ -1,5 +1,6 @@
-//! Smart HTTP(S): `GET <url>/info/refs?service=git-upload-pack`, then
-//! `POST <url>/git-upload-pack` per request (gitprotocol-http).
+//! Smart HTTP(S), as git's `gitprotocol-http` documentation describes it:
+//! `GET <url>/info/refs?service=git-upload-pack`, then `POST <url>/git-upload-pack` per
+//! request. Response bodies are parsed while they arrive, within the [`Limits`].
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -7,20 +8,28 @@ use std::time::Duration;
 
 use reqwest::{Client, StatusCode, header};
 
-use super::BoxReader;
+use super::stream::{ErrorSlot, stream};
 use crate::error::GitError;
-use crate::pktline::{Pkt, PktReader};
+use crate::limits::Limits;
+use crate::pktline::{BoxReader, PktReader};
 use crate::protocol::{Advertisement, read_advertisement};
+use crate::remote::{Auth, ProtocolVersion, Remote};
 use crate::url::redact;
-use crate::{Auth, Remote};
+
+/// How far past its expected size a response body may go before the transport itself stops
+/// reading it. The pkt-line reader, whose section limits stop a stream with a more precise
+/// error, always stops first: the margin exceeds the largest pkt-line.
+const BACKSTOP_MARGIN: u64 = 64 << 10;
 
 pub(crate) struct HttpConn {
     client: Client,
     url: String,
     auth: Auth,
-    max_body: u64,
+    limits: Limits,
     timeout: Duration,
     want_v2: bool,
+    /// The typed error behind a failed read of a response body.
+    errors: ErrorSlot,
 }
 
 /// Installs the ring provider as rustls' process default unless one is set.
@@ -220,22 +229,31 @@ impl HttpConn {
         })
     }
 
-    async fn body(&self, mut resp: reqwest::Response) -> Result<Vec<u8>, GitError> {
-        let mut body = Vec::new();
-        while let Some(chunk) = resp
-            .chunk()
-            .await
-            .map_err(|e| map_reqwest(e, self.timeout))?
-        {
-            if (body.len() + chunk.len()) as u64 > self.max_body {
-                return Err(GitError::Limit(format!(
-                    "HTTP response exceeds the limit of {} bytes",
-                    self.max_body
-                )));
-            }
-            body.extend_from_slice(&chunk);
+    /// A pkt-line reader over the body of `resp`, which may not exceed `max_bytes` (plus
+    /// [`BACKSTOP_MARGIN`]).
+    fn reader(
+        &self,
+        resp: reqwest::Response,
+        max_bytes: u64,
+        what: &'static str,
+    ) -> BoxReader<'static> {
+        let timeout = self.timeout;
+        let body = stream(
+            resp,
+            max_bytes.saturating_add(BACKSTOP_MARGIN),
+            what,
+            move |e| map_reqwest(e, timeout),
+            self.errors.clone(),
+        );
+        PktReader::with_limits(Box::new(body), (&self.limits).into())
+    }
+
+    /// The error behind `err` when it is a failed read of a response body.
+    pub(crate) fn explain(&self, err: GitError) -> GitError {
+        match err {
+            GitError::Io { .. } => self.errors.take().unwrap_or(err),
+            other => other,
         }
-        Ok(body)
     }
 
     /// Connects and reads the advertisement.
@@ -247,9 +265,10 @@ impl HttpConn {
             client: client_for(remote)?,
             url: url.to_string(),
             auth: remote.auth.clone(),
-            max_body: remote.limits.max_pack_bytes.saturating_add(1 << 20),
+            limits: remote.limits,
             timeout: remote.timeout,
-            want_v2: remote.protocol == crate::ProtocolVersion::V2,
+            want_v2: remote.protocol == ProtocolVersion::V2,
+            errors: ErrorSlot::default(),
         };
         let info = format!("{url}/info/refs?service=git-upload-pack");
         let mut req = conn.client.get(&info).header(header::ACCEPT, "*/*");
@@ -287,27 +306,22 @@ impl HttpConn {
                 redact(url)
             )));
         }
-        let body = conn.body(resp).await?;
-        // v0 answers start with "# service=git-upload-pack" and a flush;
-        // v2 answers go straight to "version 2".
-        let mut start = 0;
-        if let Some((first, used)) = crate::pktline::decode(&body)?
-            && first.text().is_some_and(|t| t.starts_with(b"# service="))
-        {
-            match crate::pktline::decode(&body[used..])? {
-                Some((Pkt::Flush, flush)) => start = used + flush,
-                _ => return Err(GitError::protocol("service line not followed by a flush")),
-            }
-        }
-        let mut r = PktReader::new(&body[start..]);
-        let adv = read_advertisement(&mut r).await?;
+        // v0 answers start with "# service=git-upload-pack" and a flush, which
+        // read_advertisement skips; v2 answers go straight to "version 2".
+        let max = conn.limits.max_advertisement_bytes;
+        let mut r = conn.reader(resp, max, "ref advertisement response");
+        let adv = read_advertisement(&mut r)
+            .await
+            .map_err(|e| conn.explain(e))?;
         Ok((conn, adv))
     }
 
+    /// Sends one request; the response body may not exceed `max_response` bytes.
     pub(crate) async fn post(
         &self,
         v2: bool,
         body: Vec<u8>,
+        max_response: u64,
     ) -> Result<BoxReader<'static>, GitError> {
         let url = format!("{}/git-upload-pack", self.url);
         let mut req = self
@@ -328,8 +342,7 @@ impl HttpConn {
             .await
             .map_err(|e| map_reqwest(e, self.timeout))?;
         check_status(resp.status(), "POST", &self.url)?;
-        let body = self.body(resp).await?;
-        Ok(PktReader::new(Box::new(std::io::Cursor::new(body))))
+        Ok(self.reader(resp, max_response, "HTTP response"))
     }
 }
 

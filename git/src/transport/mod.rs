@@ -3,14 +3,11 @@
 
 pub(crate) mod http;
 pub(crate) mod process;
-
-use tokio::io::AsyncRead;
+mod stream;
 
 use crate::error::GitError;
-use crate::pktline::PktReader;
+use crate::pktline::BoxReader;
 use crate::protocol::Advertisement;
-
-pub(crate) type BoxReader<'a> = PktReader<Box<dyn AsyncRead + Unpin + Send + 'a>>;
 
 /// An open connection to an upload-pack service.
 pub(crate) enum Conn {
@@ -20,15 +17,17 @@ pub(crate) enum Conn {
 
 impl Conn {
     /// Sends one request and returns a reader over the response.
-    /// For HTTP every request is a new POST; for processes the request is
-    /// written to the same stdin.
+    /// For HTTP every request is a new POST, whose response body may not exceed
+    /// `max_response` bytes; for processes the request is written to the same stdin (the
+    /// reader's section limits bound what is read back).
     pub(crate) async fn request(
         &mut self,
         adv: &Advertisement,
         body: Vec<u8>,
+        max_response: u64,
     ) -> Result<BoxReader<'_>, GitError> {
         match self {
-            Conn::Http(h) => h.post(adv.version() == 2, body).await,
+            Conn::Http(h) => h.post(adv.version() == 2, body, max_response).await,
             Conn::Process(p) => p.send(&body).await,
         }
     }
@@ -37,7 +36,7 @@ impl Conn {
     /// available (for processes: what ssh/git printed on stderr).
     pub(crate) async fn explain(&mut self, err: GitError) -> GitError {
         match self {
-            Conn::Http(_) => err,
+            Conn::Http(h) => h.explain(err),
             Conn::Process(p) => p.explain(err).await,
         }
     }

@@ -11,11 +11,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
-use super::BoxReader;
 use crate::error::GitError;
-use crate::pktline::PktReader;
+use crate::limits::Limits;
+use crate::pktline::{BoxReader, PktReader, SectionLimits};
 use crate::protocol::{Advertisement, read_advertisement};
-use crate::{Remote, SshAuth};
+use crate::remote::{ProtocolVersion, Remote, SshAuth};
 
 /// Bytes of stderr kept for error messages.
 const STDERR_CAP: u64 = 16 * 1024;
@@ -34,6 +34,8 @@ pub(crate) struct ProcConn {
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     stderr: Option<JoinHandle<Vec<u8>>>,
+    /// Bounds every section of pkt-lines read from stdout.
+    limits: SectionLimits,
     /// Key, known_hosts and askpass files; removed on drop.
     _secrets: Option<tempfile::TempDir>,
 }
@@ -100,7 +102,7 @@ impl ProcConn {
             "ConnectTimeout={}",
             remote.timeout.as_secs().max(1)
         ));
-        if remote.protocol == crate::ProtocolVersion::V2 {
+        if remote.protocol == ProtocolVersion::V2 {
             opt("SetEnv=GIT_PROTOCOL=version=2".into());
         }
         if ssh.passphrase.is_some() {
@@ -131,13 +133,14 @@ impl ProcConn {
                 .env(ASKPASS_ENV, pass);
         }
         cmd.env_remove("SSH_AUTH_SOCK");
-        Self::spawn(Kind::Ssh, cmd, Some(dir)).await
+        Self::spawn(Kind::Ssh, cmd, Some(dir), &remote.limits).await
     }
 
     /// `git upload-pack <path>` with `GIT_PROTOCOL=version=2`.
     pub(crate) async fn open_local(
         path: &str,
         v2: bool,
+        limits: &Limits,
     ) -> Result<(ProcConn, Advertisement), GitError> {
         let mut cmd = Command::new("git");
         cmd.arg("upload-pack").arg("--").arg(path);
@@ -146,13 +149,14 @@ impl ProcConn {
         } else {
             cmd.env_remove("GIT_PROTOCOL");
         }
-        Self::spawn(Kind::Local, cmd, None).await
+        Self::spawn(Kind::Local, cmd, None, limits).await
     }
 
     async fn spawn(
         kind: Kind,
         mut cmd: Command,
         secrets: Option<tempfile::TempDir>,
+        limits: &Limits,
     ) -> Result<(ProcConn, Advertisement), GitError> {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -180,10 +184,11 @@ impl ProcConn {
             stdin: Some(stdin),
             stdout: BufReader::new(stdout),
             stderr: Some(stderr_task),
+            limits: limits.into(),
             _secrets: secrets,
         };
         let adv = {
-            let mut r = PktReader::new(&mut conn.stdout);
+            let mut r = PktReader::with_limits(&mut conn.stdout, conn.limits);
             read_advertisement(&mut r).await
         };
         match adv {
@@ -206,12 +211,20 @@ impl ProcConn {
             let err = GitError::io("writing to upload-pack", e);
             return Err(self.explain(err).await);
         }
-        Ok(PktReader::new(Box::new(&mut self.stdout)))
+        Ok(PktReader::with_limits(
+            Box::new(&mut self.stdout),
+            self.limits,
+        ))
     }
 
-    /// Waits briefly for the child to exit and classifies its stderr.
+    /// Waits briefly for the child to exit and classifies its stderr. A limit error is
+    /// already precise: the child, which may still be sending, is killed at once instead.
     pub(crate) async fn explain(&mut self, err: GitError) -> GitError {
         self.stdin = None;
+        if matches!(err, GitError::Limit(_)) {
+            let _ = self.child.start_kill();
+            return err;
+        }
         let _ = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await;
         let stderr = match self.stderr.take() {
             Some(task) => match tokio::time::timeout(Duration::from_secs(1), task).await {

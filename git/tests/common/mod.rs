@@ -135,3 +135,62 @@ pub fn populate(work: &Path) -> String {
     git(work, &["commit", "-q", "-am", "second"]);
     git(work, &["rev-parse", "HEAD"]).trim().to_string()
 }
+
+/// Set in the environment of a test binary that [`isolated`] started.
+const ISOLATED_ENV: &str = "RFLUX_GIT_ISOLATED_TEST";
+
+/// How long the body of an [`isolated`] test may run.
+pub const ISOLATED_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `body` in a fresh copy of the current test binary that runs only the test `name`,
+/// with `env` added to its environment and, when `max_mib` is set, its address space capped
+/// at that many MiB (`ulimit -v`): an allocation beyond the cap aborts the copy, which fails
+/// the test instead of exhausting the machine's memory. The copy also fails when `body`
+/// runs longer than [`ISOLATED_DEADLINE`].
+pub fn isolated(
+    name: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    max_mib: Option<u64>,
+    body: impl FnOnce(),
+) {
+    if std::env::var_os(ISOLATED_ENV).is_some() {
+        let started = std::time::Instant::now();
+        let test = name.to_string();
+        std::thread::spawn(move || {
+            std::thread::sleep(ISOLATED_DEADLINE);
+            eprintln!("{test}: still running after {ISOLATED_DEADLINE:?}");
+            std::process::exit(3);
+        });
+        body();
+        let peak = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmPeak:"))
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        eprintln!("{name}: done in {:?}; {peak}", started.elapsed());
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let limit = max_mib.map_or("unlimited".to_string(), |m| (m * 1024).to_string());
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {limit} && exec \"$0\" \"$@\""))
+        .arg(exe)
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(ISOLATED_ENV, "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "isolated run of {name} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}

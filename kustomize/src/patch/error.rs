@@ -24,6 +24,13 @@ pub enum PatchError {
     /// A selector (`target`, `select`, `reject`) is malformed.
     #[error("invalid selector field {field}: {reason}")]
     InvalidSelector { field: String, reason: String },
+    /// The `labelSelector` or `annotationSelector` of a selector does not parse.
+    #[error("invalid selector field {field}: {source}")]
+    LabelSelector {
+        field: String,
+        #[source]
+        source: rflux_core::SelectorParseError,
+    },
     /// An OpenAPI document or CRD given to the schema is malformed.
     #[error("invalid schema: {reason}")]
     Schema { reason: String },

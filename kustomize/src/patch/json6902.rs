@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::PatchError;
+use crate::resource::{MAX_DEPTH, depth};
 
 /// Whether an entry of `patches:` is a JSON 6902 operation list (a sequence) rather than a
 /// strategic merge patch (a map).
@@ -53,6 +54,16 @@ fn apply_op(doc: &mut Value, index: usize, op: &Value) -> Result<(), PatchError>
             .cloned()
             .ok_or_else(|| err(&path, "missing `value`".into()))
     };
+    // Every value placed in the document stays within the depth bound.
+    let bounded = |v: Value| -> Result<Value, PatchError> {
+        if tokens.len().saturating_add(depth(&v)) > MAX_DEPTH {
+            return Err(err(
+                &path,
+                format!("the result would be nested more than {MAX_DEPTH} deep"),
+            ));
+        }
+        Ok(v)
+    };
     let from = || -> Result<(String, Vec<String>), PatchError> {
         let f = op
             .get("from")
@@ -62,11 +73,20 @@ fn apply_op(doc: &mut Value, index: usize, op: &Value) -> Result<(), PatchError>
         Ok((f.to_string(), t))
     };
     match name.as_str() {
-        "add" => add(doc, &tokens, value()?).map_err(|r| err(&path, r)),
+        "add" => add(doc, &tokens, bounded(value()?)?).map_err(|r| err(&path, r)),
         "remove" => remove(doc, &tokens).map(|_| ()).map_err(|r| err(&path, r)),
-        "replace" => replace(doc, &tokens, value()?).map_err(|r| err(&path, r)),
+        "replace" => replace(doc, &tokens, bounded(value()?)?).map_err(|r| err(&path, r)),
         "move" => {
             let (f, ft) = from()?;
+            let v = get(doc, &ft)
+                .map(depth)
+                .filter(|d| tokens.len().saturating_add(*d) > MAX_DEPTH);
+            if v.is_some() {
+                return Err(err(
+                    &path,
+                    format!("the result would be nested more than {MAX_DEPTH} deep"),
+                ));
+            }
             let v = remove(doc, &ft).map_err(|r| err(&path, format!("from {f}: {r}")))?;
             add(doc, &tokens, v).map_err(|r| err(&path, r))
         }
@@ -75,7 +95,7 @@ fn apply_op(doc: &mut Value, index: usize, op: &Value) -> Result<(), PatchError>
             let v = get(doc, &ft)
                 .cloned()
                 .ok_or_else(|| err(&path, format!("from {f}: path does not exist")))?;
-            add(doc, &tokens, v).map_err(|r| err(&path, r))
+            add(doc, &tokens, bounded(v)?).map_err(|r| err(&path, r))
         }
         "test" => {
             let want = op.get("value").cloned().unwrap_or(Value::Null);

@@ -4,10 +4,10 @@
 //! in place. Loading files, deciding which resources a patch applies to and dropping deleted
 //! resources is the caller's job (the build pipeline); this module gives it the pieces:
 //!
-//! - [`strategic_merge`] / [`strategic_merge_with`]: kustomize/kyaml strategic merge patch of
+//! - [`strategic_merge`] / [`strategic_merge_with`]: kustomize's strategic merge patch of
 //!   one object, using merge keys from a [`Schema`]. Returns [`PatchOutcome::Deleted`] when the
 //!   patch says `$patch: delete` at top level: drop the object. [`MergeOptions`] lets a caller
-//!   whose YAML parser remembers which nulls were written empty (`key:`) drop them like kyaml.
+//!   whose YAML parser remembers which nulls were written empty (`key:`) drop them like kustomize.
 //! - [`Schema::builtin`] is the schema of a normal build. A kustomization with
 //!   `openapi: {path: ...}` uses [`Schema::from_openapi`] *instead* (kustomize then forgets the
 //!   built-in kinds). `crds:` entries do not affect patching in kustomize: do not feed them to
@@ -24,7 +24,11 @@
 //!   var-reference field specs ([`vars::default_var_reference_paths`] are kustomize's built-in
 //!   ones) and returns the unused var names.
 //! - [`selector::is_cluster_scoped`] / [`selector::effective_namespace`]: kustomize's view of
-//!   namespaces when comparing identities.
+//!   namespaces when comparing identities (cluster scope by exact `apiVersion` and `kind`, the
+//!   same rule the namespace transformer uses).
+//!
+//! No operation here nests an object deeper than [`crate::resource::MAX_DEPTH`]; one that would
+//! fails instead.
 //!
 //! The `*_with_ids` variants take, per resource, every identity it has had (kustomize's
 //! "previous ids"); the plain ones use the current identity and `Resource::original`.
@@ -35,6 +39,7 @@
 
 mod error;
 mod json6902;
+mod list_elements;
 pub mod replacements;
 pub mod schema;
 pub mod selector;

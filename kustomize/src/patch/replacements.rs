@@ -21,9 +21,10 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::PatchError;
-use super::selector::{Selector, effective_namespace};
-use super::smp::scalar_str;
-use crate::resource::{ResId, Resource};
+use super::list_elements::scalar_str;
+use super::selector::Selector;
+use crate::resource::{MAX_DEPTH, ResId, Resource, depth};
+use crate::scope::effective_namespace;
 
 /// Applies `replacements` (the parsed `replacements:` list) in order. Resources are identified
 /// by their current identity and `original`.
@@ -203,7 +204,8 @@ fn source_value(
     Ok(Value::String(parts[idx].to_string()))
 }
 
-/// kyaml `IsNilOrEmpty`: null, `{}` or `[]` (an empty string is a value).
+/// Whether a value counts as missing for kustomize: null, `{}` or `[]` (an empty string is a
+/// value).
 fn is_nil_or_empty(v: &Value) -> bool {
     match v {
         Value::Null => true,
@@ -263,6 +265,11 @@ fn apply_target(
         }
         for fp in &field_paths {
             let parts = split_field_path(fp);
+            if parts.len().saturating_add(depth(value)) > MAX_DEPTH {
+                return Err(format!(
+                    "field path {fp:?}: the value would be nested more than {MAX_DEPTH} deep"
+                ));
+            }
             let mut count = 0usize;
             let mut failure: Option<String> = None;
             let res = visit(&mut r.obj, &parts, create, value, &mut |node, created| {
@@ -308,7 +315,7 @@ fn meta_selector(v: &Value) -> Result<Selector, String> {
 }
 
 /// Splits a replacement field path on `.`: `\.` escapes a dot, and a `[...]` segment holding
-/// `=` keeps its dots (kustomize `SmarterPathSplitter`).
+/// `=` keeps its dots (as kustomize splits field paths).
 pub(crate) fn split_field_path(path: &str) -> Vec<String> {
     let mut raw: Vec<String> = Vec::new();
     let mut pieces = path.split('.');
@@ -370,7 +377,7 @@ fn split_index(p: &str) -> Result<(String, String), String> {
         })
 }
 
-/// kyaml `PathGetter` (source lookup): fields, `[k=v]` (exact, first match), list indices.
+/// Looks a source field up: fields, `[k=v]` (exact value, first match) and list indices.
 fn lookup<'a>(node: &'a Value, parts: &[String]) -> Result<Option<&'a Value>, String> {
     let mut cur = node;
     for p in parts {
@@ -424,7 +431,7 @@ fn kind_for_next(next: Option<&String>, value: &Value) -> Value {
     }
 }
 
-/// kyaml `PathMatcher`: calls `f(node, created)` for every node the path matches; with `create`
+/// Target lookup: calls `f(node, created)` for every node the path matches; with `create`
 /// missing fields (and `[k=v]` elements) are added.
 fn visit(
     node: &mut Value,
@@ -498,7 +505,7 @@ fn visit_inner(
         }
         for i in hits {
             if k.is_empty() {
-                // kyaml ignores the rest of the path after a scalar element selector.
+                // kustomize ignores the rest of the path after a scalar element selector.
                 f(&mut items[i], false);
             } else {
                 visit_inner(&mut items[i], rest, create, value, false, f)?;

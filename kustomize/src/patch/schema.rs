@@ -1,12 +1,12 @@
 //! Merge keys and patch strategies of object fields, as strategic merge patching needs them.
 //!
-//! kustomize (kyaml) looks a resource's schema up by its exact `apiVersion` + `kind`, then walks
+//! kustomize looks a resource's schema up by its exact `apiVersion` + `kind`, then walks
 //! it field by field. A list is merged element-wise only where the schema gives it a patch
 //! strategy containing `merge` (keyed by `x-kubernetes-list-map-keys` when present, otherwise by
 //! `x-kubernetes-patch-merge-key`, or by value for primitive lists such as `finalizers`); every
 //! other list, and every list of a kind without a schema, is replaced by the patch.
 //!
-//! The built-in table (`builtin_schema.txt`) holds, for the Kubernetes API version kyaml embeds
+//! The built-in table (`builtin_schema.txt`) holds, for the Kubernetes API version kustomize embeds
 //! (v1.21.2), only the fields that lead to a list with a patch strategy. Its format: one type per
 //! line, `TypeName field=SHAPE[!strategy:key1,key2] ...`, where SHAPE is `@Type` (object),
 //! `[SHAPE` (list of), `{SHAPE` (map of) or empty (scalar); and lines
@@ -307,7 +307,7 @@ impl<'a> Cursor<'a> {
         self.keys
     }
 
-    /// kyaml: a list is associative when its strategy (comma separated) contains `merge`.
+    /// A list is associative when its strategy (comma separated) contains `merge`.
     pub(crate) fn is_merge_list(&self) -> bool {
         self.strategy
             .is_some_and(|s| s.split(',').any(|p| p == "merge"))

@@ -1,10 +1,14 @@
 //! `target:` / `select:` / `reject:` selectors, as kustomize matches them.
 
+use std::borrow::Cow;
+
 use regex::Regex;
+use rflux_core::{LabelSelector, split_api_version};
 use serde_json::Value;
 
 use super::PatchError;
-use crate::resource::{ResId, Resource, split_api_version};
+use crate::resource::Resource;
+pub use crate::scope::{effective_namespace, is_cluster_scoped};
 
 /// A resource selector. `group`, `version`, `kind`, `name` and `namespace` are regular
 /// expressions anchored at both ends (empty or absent: match anything); `name` and `namespace`
@@ -30,97 +34,8 @@ struct Compiled {
     kind: Option<Regex>,
     name: Option<Regex>,
     namespace: Option<Regex>,
-    labels: Vec<Requirement>,
-    annotations: Vec<Requirement>,
-}
-
-/// The namespace kustomize gives cluster-scoped objects when comparing namespaces.
-const NOT_A_NAMESPACE: &str = "_non_namespaceable_";
-
-/// Built-in kinds known to be cluster scoped (by exact `apiVersion` and `kind`).
-const CLUSTER_SCOPED: &[(&str, &str)] = &[
-    (
-        "admissionregistration.k8s.io/v1",
-        "MutatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io/v1",
-        "ValidatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io/v1beta1",
-        "MutatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io/v1beta1",
-        "ValidatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io/v1",
-        "ValidatingAdmissionPolicy",
-    ),
-    (
-        "admissionregistration.k8s.io/v1",
-        "ValidatingAdmissionPolicyBinding",
-    ),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
-    ("apiextensions.k8s.io/v1beta1", "CustomResourceDefinition"),
-    ("apiregistration.k8s.io/v1", "APIService"),
-    ("apiregistration.k8s.io/v1beta1", "APIService"),
-    ("certificates.k8s.io/v1", "CertificateSigningRequest"),
-    ("certificates.k8s.io/v1beta1", "CertificateSigningRequest"),
-    ("flowcontrol.apiserver.k8s.io/v1beta1", "FlowSchema"),
-    (
-        "flowcontrol.apiserver.k8s.io/v1beta1",
-        "PriorityLevelConfiguration",
-    ),
-    ("networking.k8s.io/v1", "IngressClass"),
-    ("networking.k8s.io/v1beta1", "IngressClass"),
-    ("node.k8s.io/v1", "RuntimeClass"),
-    ("node.k8s.io/v1beta1", "RuntimeClass"),
-    ("policy/v1beta1", "PodSecurityPolicy"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-    ("rbac.authorization.k8s.io/v1beta1", "ClusterRole"),
-    ("rbac.authorization.k8s.io/v1beta1", "ClusterRoleBinding"),
-    ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.k8s.io/v1beta1", "PriorityClass"),
-    ("storage.k8s.io/v1", "CSIDriver"),
-    ("storage.k8s.io/v1", "CSINode"),
-    ("storage.k8s.io/v1", "StorageClass"),
-    ("storage.k8s.io/v1", "VolumeAttachment"),
-    ("storage.k8s.io/v1beta1", "CSIDriver"),
-    ("storage.k8s.io/v1beta1", "CSINode"),
-    ("storage.k8s.io/v1beta1", "StorageClass"),
-    ("storage.k8s.io/v1beta1", "VolumeAttachment"),
-    ("v1", "ComponentStatus"),
-    ("v1", "Namespace"),
-    ("v1", "Node"),
-    ("v1", "NodeProxyOptions"),
-    ("v1", "PersistentVolume"),
-];
-
-/// Whether kustomize treats the resource type as certainly cluster scoped.
-pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
-    CLUSTER_SCOPED
-        .iter()
-        .any(|(a, k)| *a == api_version && *k == kind)
-}
-
-/// kustomize's `EffectiveNamespace` of an identity.
-pub fn effective_namespace(id: &ResId) -> String {
-    let av = if id.group.is_empty() {
-        id.version.clone()
-    } else {
-        format!("{}/{}", id.group, id.version)
-    };
-    if is_cluster_scoped(&av, &id.kind) {
-        return NOT_A_NAMESPACE.to_string();
-    }
-    match id.namespace.as_deref() {
-        None | Some("") | Some("default") => "default".to_string(),
-        Some(ns) => ns.to_string(),
-    }
+    labels: LabelSelector,
+    annotations: LabelSelector,
 }
 
 fn anchored(field: &str, pattern: &Option<String>) -> Result<Option<Regex>, PatchError> {
@@ -154,11 +69,8 @@ impl Selector {
             kind: anchored("kind", &kind)?,
             name: anchored("name", &name)?,
             namespace: anchored("namespace", &namespace)?,
-            labels: parse_label_selector("labelSelector", label_selector.as_deref().unwrap_or(""))?,
-            annotations: parse_label_selector(
-                "annotationSelector",
-                annotation_selector.as_deref().unwrap_or(""),
-            )?,
+            labels: label_selector_of("labelSelector", &label_selector)?,
+            annotations: label_selector_of("annotationSelector", &annotation_selector)?,
         };
         Ok(Selector {
             group,
@@ -236,143 +148,33 @@ impl Selector {
         {
             return false;
         }
-        let labels = r.obj.pointer("/metadata/labels");
-        let annotations = r.obj.pointer("/metadata/annotations");
-        c.labels.iter().all(|q| q.matches(labels))
-            && c.annotations.iter().all(|q| q.matches(annotations))
+        c.labels
+            .matches_by(lookup(r.obj.pointer("/metadata/labels")))
+            && c.annotations
+                .matches_by(lookup(r.obj.pointer("/metadata/annotations")))
     }
 }
 
-/// One requirement of a label selector.
-#[derive(Debug, Clone)]
-enum Requirement {
-    Exists(String),
-    NotExists(String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Gt(String, i64),
-    Lt(String, i64),
-}
-
-impl Requirement {
-    fn matches(&self, map: Option<&Value>) -> bool {
-        let get = |k: &str| map.and_then(|m| m.get(k)).map(label_value);
-        match self {
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::NotExists(k) => get(k).is_none(),
-            Requirement::In(k, vs) => get(k).is_some_and(|v| vs.contains(&v)),
-            Requirement::NotIn(k, vs) => get(k).is_none_or(|v| !vs.contains(&v)),
-            Requirement::Gt(k, n) => get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v > *n),
-            Requirement::Lt(k, n) => get(k)
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|v| v < *n),
+/// Parses a `labelSelector` / `annotationSelector` in the Kubernetes selector grammar.
+fn label_selector_of(field: &str, expr: &Option<String>) -> Result<LabelSelector, PatchError> {
+    LabelSelector::parse_strict(expr.as_deref().unwrap_or("")).map_err(|source| {
+        PatchError::LabelSelector {
+            field: field.to_string(),
+            source,
         }
-    }
+    })
 }
 
-fn label_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
+/// Reads the values of a label or annotation map as text: a null value is the empty string and
+/// another scalar its JSON text.
+fn lookup<'a>(map: Option<&'a Value>) -> impl Fn(&str) -> Option<Cow<'a, str>> + 'a {
+    move |k| {
+        map.and_then(|m| m.get(k)).map(|v| match v {
+            Value::String(s) => Cow::Borrowed(s.as_str()),
+            Value::Null => Cow::Borrowed(""),
+            other => Cow::Owned(other.to_string()),
+        })
     }
-}
-
-/// Splits on commas outside parentheses.
-fn split_top(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, ch) in s.char_indices() {
-        match ch {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-/// Parses Kubernetes label-selector syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`,
-/// `a notin (x,y)`, `a`, `!a`, `a>1`, `a<1`, joined by commas (all must hold).
-fn parse_label_selector(field: &str, s: &str) -> Result<Vec<Requirement>, PatchError> {
-    let bad = |reason: String| PatchError::InvalidSelector {
-        field: field.to_string(),
-        reason,
-    };
-    let mut reqs = Vec::new();
-    if s.trim().is_empty() {
-        return Ok(reqs);
-    }
-    for part in split_top(s) {
-        let p = part.trim();
-        if p.is_empty() {
-            return Err(bad(format!("empty requirement in {s:?}")));
-        }
-        let set_op = |p: &str, word: &str| -> Option<(String, Vec<String>)> {
-            let idx = p
-                .find(&format!(" {word} "))
-                .or_else(|| p.find(&format!(" {word}(")))?;
-            let key = p[..idx].trim().to_string();
-            let rest = p[idx + word.len() + 1..].trim();
-            let inner = rest.strip_prefix('(')?.strip_suffix(')')?;
-            let vals = inner.split(',').map(|v| v.trim().to_string()).collect();
-            Some((key, vals))
-        };
-        let req = if let Some(k) = p.strip_prefix('!') {
-            Requirement::NotExists(k.trim().to_string())
-        } else if let Some((k, v)) = set_op(p, "notin") {
-            Requirement::NotIn(k, v)
-        } else if let Some((k, v)) = set_op(p, "in") {
-            Requirement::In(k, v)
-        } else if let Some((k, v)) = p.split_once("!=") {
-            Requirement::NotIn(k.trim().to_string(), vec![v.trim().to_string()])
-        } else if let Some((k, v)) = p.split_once("==") {
-            Requirement::In(k.trim().to_string(), vec![v.trim().to_string()])
-        } else if let Some((k, v)) = p.split_once('=') {
-            Requirement::In(k.trim().to_string(), vec![v.trim().to_string()])
-        } else if let Some((k, v)) = p.split_once('>') {
-            let n = v
-                .trim()
-                .parse()
-                .map_err(|_| bad(format!("{p:?}: not an integer")))?;
-            Requirement::Gt(k.trim().to_string(), n)
-        } else if let Some((k, v)) = p.split_once('<') {
-            let n = v
-                .trim()
-                .parse()
-                .map_err(|_| bad(format!("{p:?}: not an integer")))?;
-            Requirement::Lt(k.trim().to_string(), n)
-        } else {
-            Requirement::Exists(p.to_string())
-        };
-        let key = match &req {
-            Requirement::Exists(k)
-            | Requirement::NotExists(k)
-            | Requirement::In(k, _)
-            | Requirement::NotIn(k, _)
-            | Requirement::Gt(k, _)
-            | Requirement::Lt(k, _) => k,
-        };
-        if !valid_key(key) {
-            return Err(bad(format!("invalid key {key:?} in {s:?}")));
-        }
-        reqs.push(req);
-    }
-    Ok(reqs)
 }
 
 #[cfg(test)]
@@ -382,9 +184,12 @@ mod tests {
 
     #[test]
     fn label_selector_syntax() {
-        let labels = json!({"a": "x", "n": "7"});
+        let r = Resource::new(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"a": "x", "n": 7, "z": null}}
+        }));
         let ok = |s: &str| {
-            parse_label_selector("l", s).map(|r| r.iter().all(|q| q.matches(Some(&labels))))
+            Selector::from_value(&json!({ "labelSelector": s })).map(|sel| sel.matches(&r))
         };
         assert_eq!(ok("a=x").ok(), Some(true));
         assert_eq!(ok("a==x,n").ok(), Some(true));
@@ -392,31 +197,17 @@ mod tests {
         assert_eq!(ok("a in (x, y)").ok(), Some(true));
         assert_eq!(ok("a notin (x)").ok(), Some(false));
         assert_eq!(ok("!b").ok(), Some(true));
+        // Numbers are read as their text, null as the empty string.
         assert_eq!(ok("n>6,n<8").ok(), Some(true));
+        assert_eq!(ok("n=7").ok(), Some(true));
+        assert_eq!(ok("z=").ok(), Some(true));
         assert_eq!(ok("").ok(), Some(true));
         assert!(ok("a in x").is_err());
         assert!(ok("n>z").is_err());
-        assert!(ok("a=x,").is_err());
-    }
-
-    #[test]
-    fn effective_namespaces() {
-        let id = |kind: &str, ns: Option<&str>| ResId {
-            version: "v1".into(),
-            kind: kind.into(),
-            namespace: ns.map(str::to_string),
-            ..Default::default()
-        };
-        assert_eq!(effective_namespace(&id("ConfigMap", None)), "default");
-        assert_eq!(effective_namespace(&id("ConfigMap", Some("x"))), "x");
-        assert_eq!(
-            effective_namespace(&id("Namespace", Some("x"))),
-            NOT_A_NAMESPACE
+        let e = ok("a=x,").unwrap_err();
+        assert!(
+            e.to_string().contains("labelSelector") && e.to_string().contains("empty"),
+            "{e}"
         );
-        assert!(is_cluster_scoped(
-            "rbac.authorization.k8s.io/v1",
-            "ClusterRole"
-        ));
-        assert!(!is_cluster_scoped("v1", "ConfigMap"));
     }
 }

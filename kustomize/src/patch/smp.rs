@@ -1,19 +1,19 @@
-//! Strategic merge patch with kustomize v5 (kyaml `merge2`) semantics.
+//! Strategic merge patch with kustomize v5 semantics.
 //!
 //! What kustomize does, and therefore what this does (each rule checked with `kubectl kustomize`
 //! v5.5.0):
 //! - maps merge recursively; a `null` in the patch removes the key; a `null` already in the
-//!   target survives (kyaml keeps `key: null` but drops the empty `key:` form, which parsed
+//!   target survives (kustomize keeps `key: null` but drops the empty `key:` form, which parsed
 //!   values cannot distinguish: known gap);
 //! - a list is merged element by element only when the schema of the target's kind gives it a
 //!   `merge` patch strategy; elements are matched on the merge keys (several keys, such as
-//!   `containerPort,protocol`, follow kyaml's quirky rules, including dropping unmatched
+//!   `containerPort,protocol`, follow kustomize's quirky rules, including dropping unmatched
 //!   elements when only one side names the protocol); elements new in the patch come first;
 //!   primitive lists with a merge strategy (`finalizers`) are unioned, patch values first;
 //! - every other list (no strategy, unknown field, unknown kind) is replaced by the patch;
 //! - `$patch: delete | replace | merge` on maps, on lists (as an element `{$patch: ...}`) and
 //!   on list elements; `$patch: replace` on an element of a merge-keyed list that also exists in
-//!   the target leaves the target element unchanged (a kyaml quirk, mirrored);
+//!   the target leaves the target element unchanged (a kustomize quirk, mirrored);
 //! - `$setElementOrder/...`, `$retainKeys` and `$deleteFromPrimitiveList/...` are not
 //!   understood by kustomize and are merged as ordinary fields;
 //! - `$patch: delete` at the top level deletes the whole object ([`PatchOutcome::Deleted`]).
@@ -25,6 +25,10 @@
 use serde_json::{Map, Value};
 
 use super::PatchError;
+use super::list_elements::{
+    append_list, element_setter, find_element, is_empty_map, merge_values, nil_or_empty, path_str,
+    scalar_str, validate_keys,
+};
 use super::schema::{Cursor, Schema};
 
 const DIRECTIVE: &str = "$patch";
@@ -58,7 +62,7 @@ pub type NullFilter<'a> = &'a dyn Fn(&[String]) -> bool;
 pub struct MergeOptions<'a> {
     /// Called for every null met in the target's maps where the patch says nothing, with the
     /// path of field names leading to it (list positions left out); `true` drops the field.
-    /// kyaml drops nulls written in the empty form (`key:`) and keeps spelled-out ones
+    /// kustomize drops nulls written in the empty form (`key:`) and keeps spelled-out ones
     /// (`key: null`, `key: ~`); a caller whose parser records which nulls were empty can
     /// answer here. Without it every such null is kept.
     pub drop_target_null: Option<NullFilter<'a>>,
@@ -150,14 +154,6 @@ fn kind_name(k: Kind) -> &'static str {
     }
 }
 
-fn path_str(path: &[String]) -> String {
-    if path.is_empty() {
-        "<root>".to_string()
-    } else {
-        path.join(".")
-    }
-}
-
 fn walk(
     dest: Option<Value>,
     origin: Option<Value>,
@@ -166,7 +162,7 @@ fn walk(
     path: &mut Vec<String>,
     same: bool,
 ) -> Result<Out, PatchError> {
-    // kyaml picks the schema of embedded objects (apiVersion + kind) when it has none yet.
+    // kustomize picks the schema of embedded objects (apiVersion + kind) when it has none yet.
     let sch = match sch {
         Some(s) => Some(s),
         None => root_schema(ctx.schema, dest.as_ref(), origin.as_ref()),
@@ -246,7 +242,7 @@ fn walk_map(
 ) -> Result<Out, PatchError> {
     let dest_missing = dest.as_ref().is_none_or(Value::is_null);
     if same && !dest_missing {
-        // Target and patch are one node in kyaml (a new or replaced subtree merged with
+        // Target and patch are one node in kustomize (a new or replaced subtree merged with
         // itself): eliding the directive from the patch elides it from the target too.
         return match origin {
             Some(Value::Object(mut o)) => match map_directive(&mut o, path)? {
@@ -264,7 +260,7 @@ fn walk_map(
     let (mut base, in_place) = if dest_missing {
         match origin {
             Some(Value::Object(mut o)) => {
-                // Errors are ignored here by kyaml; an unknown directive stays in the object.
+                // Errors are ignored here by kustomize; an unknown directive stays in the object.
                 let d = map_directive(&mut o, path).unwrap_or(Directive::Merge);
                 if d == Directive::Delete {
                     return Ok(Out::Clear);
@@ -272,7 +268,7 @@ fn walk_map(
                 (Value::Object(o), false)
             }
             // Patch null (or absent) over a missing field: nothing is added. A null already in
-            // the target and untouched by the patch is kept: kyaml keeps nulls spelled out
+            // the target and untouched by the patch is kept: kustomize keeps nulls spelled out
             // (`null`, `~`, as in `creationTimestamp: null`) but drops the empty form (`key:`);
             // parsed values cannot tell them apart, so every target null is kept.
             Some(_) => return Ok(Out::Clear),
@@ -309,14 +305,14 @@ fn walk_map(
             }
         }
     };
-    // The patch's map replaces the target's (or is new): kyaml then merges it with itself,
+    // The patch's map replaces the target's (or is new): kustomize then merges it with itself,
     // which applies nested directives and removes nulls.
     let copy = base.clone();
     base = merge_fields(base, Some(copy), sch, ctx, path, true)?;
     Ok(Out::Set(base, in_place))
 }
 
-/// Merges the fields of `origin` into the map `dest`, in kyaml's field order (sorted).
+/// Merges the fields of `origin` into the map `dest`, in sorted field order, as kustomize does.
 fn merge_fields(
     dest: Value,
     origin: Option<Value>,
@@ -354,34 +350,6 @@ fn merge_fields(
     Ok(Value::Object(dm))
 }
 
-/// kyaml's string form of a scalar (`yaml.Node.Value`).
-pub(crate) fn scalar_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Bool(b) => b.to_string(),
-        _ => String::new(),
-    }
-}
-
-/// kyaml `IsNilOrEmpty` for a field value (an empty string is not empty).
-fn nil_or_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(m) => m.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        _ => false,
-    }
-}
-
-fn is_empty_map(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(m) => m.is_empty(),
-        _ => false,
-    }
-}
-
 /// Reads a list's `$patch` directive (an element `{$patch: X}` with no other key), removing
 /// that element. Elements carrying `$patch` next to other keys are element directives.
 fn list_directive(list: &mut Vec<Value>, path: &[String]) -> Result<Directive, PatchError> {
@@ -409,7 +377,7 @@ fn list_directive(list: &mut Vec<Value>, path: &[String]) -> Result<Directive, P
             });
         }
     };
-    // kyaml removes every element whose `$patch` equals the directive value.
+    // kustomize removes every element whose `$patch` equals the directive value.
     let v = scalar_str(&value);
     list.retain(|e| match e.get(DIRECTIVE) {
         Some(x) => scalar_str(x) != v,
@@ -537,183 +505,6 @@ fn assoc_list(
     Ok(Out::Set(Value::Array(result), false))
 }
 
-/// kyaml `match`: two key tuples agree when they share a value and do not conflict.
-fn match_values(a: &[String], b: &[String]) -> Option<Vec<String>> {
-    if a.len() != b.len() {
-        return None;
-    }
-    let mut common = false;
-    let mut res = Vec::with_capacity(a.len());
-    for (x, y) in a.iter().zip(b) {
-        if x == y {
-            common = true;
-            res.push(x.clone());
-        } else if !x.is_empty() && !y.is_empty() {
-            return None;
-        } else if !x.is_empty() {
-            res.push(x.clone());
-        } else {
-            res.push(y.clone());
-        }
-    }
-    common.then_some(res)
-}
-
-fn merge_values(list: &mut [Vec<String>]) {
-    for i in 0..list.len() {
-        let v1 = list[i].clone();
-        for j in 0..list.len() {
-            if let Some(m) = match_values(&v1, &list[j]) {
-                list[i] = m.clone();
-                list[j] = m;
-            }
-        }
-    }
-}
-
-/// kyaml `validateKeys`: keep the keys some tuple has a value for.
-fn validate_keys(
-    all: &[Vec<String>],
-    values: &[String],
-    keys: &[String],
-) -> (Vec<String>, Vec<String>) {
-    let valid: Vec<bool> = (0..keys.len())
-        .map(|i| all.iter().any(|t| t.get(i).is_some_and(|v| !v.is_empty())))
-        .collect();
-    if !valid.iter().any(|b| *b) {
-        return (keys.to_vec(), values.to_vec());
-    }
-    let vk = keys
-        .iter()
-        .zip(&valid)
-        .filter(|(_, b)| **b)
-        .map(|(k, _)| k.clone())
-        .collect();
-    let vv = values
-        .iter()
-        .enumerate()
-        .filter(|(i, v)| !v.is_empty() || valid.get(*i).copied().unwrap_or(false))
-        .map(|(_, v)| v.clone())
-        .collect();
-    (vk, vv)
-}
-
-/// kyaml `ElementMatcher`: index of the first element whose keys have exactly these values
-/// (an empty key means the list holds scalars).
-fn find_element(list: &[Value], keys: &[String], values: &[String]) -> Option<usize> {
-    let keys: Vec<&str> = if keys.is_empty() {
-        vec![""]
-    } else {
-        keys.iter().map(String::as_str).collect()
-    };
-    let values: Vec<&str> = if values.is_empty() {
-        vec![""]
-    } else {
-        values.iter().map(String::as_str).collect()
-    };
-    if keys[0].is_empty() {
-        return list
-            .iter()
-            .position(|e| !e.is_object() && !e.is_array() && scalar_str(e) == values[0]);
-    }
-    if keys.len() != values.len() {
-        return None;
-    }
-    list.iter().position(|e| {
-        let Value::Object(m) = e else { return false };
-        keys.iter()
-            .zip(&values)
-            .all(|(k, v)| m.get(*k).is_some_and(|x| scalar_str(x) == *v))
-    })
-}
-
-/// kyaml `FieldMatcher{Name, StringValue}` as used by `ElementSetter`.
-fn setter_field_matches(
-    elem: &Value,
-    key: &str,
-    value: &str,
-    path: &[String],
-) -> Result<bool, PatchError> {
-    if key.is_empty() {
-        if elem.is_object() || elem.is_array() {
-            return Err(PatchError::MergeKey {
-                path: path_str(path),
-                key: String::new(),
-                reason: "list mixes scalars and non-scalars".into(),
-            });
-        }
-        return Ok(scalar_str(elem) == value);
-    }
-    let Value::Object(m) = elem else {
-        return Err(PatchError::MergeKey {
-            path: path_str(path),
-            key: key.to_string(),
-            reason: "list element is not a map".into(),
-        });
-    };
-    Ok(match m.get(key) {
-        None => false,
-        Some(v) => value.is_empty() || scalar_str(v) == value,
-    })
-}
-
-/// kyaml `ElementSetter`: replaces (or, without `element`, removes) the elements matching
-/// `keys`/`values`, appends `element` when none matched; drops null and empty-map elements.
-fn element_setter(
-    list: &mut Vec<Value>,
-    element: Option<Value>,
-    keys: &[String],
-    values: &[String],
-    path: &[String],
-) -> Result<(), PatchError> {
-    let keys: Vec<String> = if keys.is_empty() {
-        vec![String::new()]
-    } else {
-        keys.to_vec()
-    };
-    let mapping_setter = !keys[0].is_empty() && values.first().is_some_and(|v| !v.is_empty());
-    let mut out = Vec::with_capacity(list.len() + 1);
-    let mut matched = false;
-    for elem in std::mem::take(list) {
-        if is_empty_map(&elem) {
-            continue;
-        }
-        if !elem.is_object() && mapping_setter {
-            out.push(elem);
-            continue;
-        }
-        let mut found = false;
-        let mut last: Option<bool> = None;
-        for (j, k) in keys.iter().enumerate() {
-            if let Some(v) = values.get(j) {
-                last = Some(setter_field_matches(&elem, k, v, path)?);
-            }
-            found = last == Some(true);
-            if !found {
-                break;
-            }
-        }
-        if !found {
-            if !values.is_empty() {
-                out.push(elem);
-            }
-            continue;
-        }
-        matched = true;
-        if let Some(e) = &element {
-            out.push(e.clone());
-        }
-    }
-    *list = out;
-    if let Some(e) = element
-        && !e.is_null()
-        && !matched
-    {
-        list.push(e);
-    }
-    Ok(())
-}
-
 #[allow(clippy::too_many_arguments)]
 fn set_assoc_elements(
     mut values: Vec<Vec<String>>,
@@ -740,7 +531,7 @@ fn set_assoc_elements(
         let d_idx = find_element(&dest, &lk, &lv);
         let p_idx = patch.as_deref().and_then(|p| find_element(p, &lk, &lv));
         let p_elem = p_idx.and_then(|i| patch.as_ref().map(|p| p[i].clone()));
-        // kyaml elides an element's directive from the patch node itself, so a later walk of
+        // kustomize elides an element's directive from the patch node itself, so a later walk of
         // the same element (duplicate key tuples) no longer sees it.
         if let (Some(i), Some(p)) = (p_idx, patch.as_mut())
             && let Some(Value::Object(m)) = p.get_mut(i)
@@ -800,77 +591,4 @@ fn set_assoc_elements(
         append_list(&mut items, dest, &valid_keys, path)?;
     }
     Ok(items)
-}
-
-/// kyaml `appendListNode` (prepend direction): puts the target's elements back over the list
-/// of merged elements.
-fn append_list(
-    dst: &mut Vec<Value>,
-    src: Vec<Value>,
-    keys: &[String],
-    path: &[String],
-) -> Result<(), PatchError> {
-    let first_empty = keys.first().is_none_or(String::is_empty);
-    for elem in src {
-        if first_empty {
-            let v = scalar_str(&elem);
-            element_setter(dst, Some(elem), &[String::new()], &[v], path)?;
-            continue;
-        }
-        let mut v = Vec::new();
-        for key in keys {
-            let Value::Object(m) = &elem else {
-                return Err(PatchError::MergeKey {
-                    path: path_str(path),
-                    key: key.clone(),
-                    reason: "list element is not a map".into(),
-                });
-            };
-            match m.get(key) {
-                None => dst.push(elem.clone()),
-                Some(x) => v.push(scalar_str(x)),
-            }
-        }
-        if keys.len() > 1 {
-            element_setter(dst, None, keys, &v, path)?;
-        }
-        element_setter(dst, Some(elem), keys, &v, path)?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn key_tuples_match_like_kyaml() {
-        assert_eq!(
-            match_values(&v(&["80", ""]), &v(&["80", "TCP"])),
-            Some(v(&["80", "TCP"]))
-        );
-        assert_eq!(match_values(&v(&["80", "UDP"]), &v(&["80", "TCP"])), None);
-        assert_eq!(match_values(&v(&["80", ""]), &v(&["81", ""])), None);
-        // Two empty values count as a shared value (kyaml quirk).
-        assert_eq!(
-            match_values(&v(&["", ""]), &v(&["80", ""])),
-            Some(v(&["80", ""]))
-        );
-        let mut l = vec![v(&["80", ""]), v(&["80", "TCP"]), v(&["81", "UDP"])];
-        merge_values(&mut l);
-        assert_eq!(
-            l,
-            vec![v(&["80", "TCP"]), v(&["80", "TCP"]), v(&["81", "UDP"])]
-        );
-        let (k, vals) = validate_keys(
-            &[v(&["80", ""])],
-            &v(&["80", ""]),
-            &v(&["port", "protocol"]),
-        );
-        assert_eq!((k, vals), (v(&["port"]), v(&["80"])));
-    }
 }

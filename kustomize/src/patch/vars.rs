@@ -16,15 +16,15 @@
 
 use std::collections::BTreeMap;
 
+use rflux_core::split_api_version;
 use serde_json::Value;
 
 use super::PatchError;
+use super::list_elements::scalar_str;
 use super::replacements::split_field_path;
-use super::selector::effective_namespace;
-use super::selector::is_cluster_scoped;
-use super::smp::scalar_str;
 use crate::fieldspec::{FieldSpec, split_path};
-use crate::resource::{ResId, Resource, split_api_version};
+use crate::resource::{ResId, Resource};
+use crate::scope::{effective_namespace, id_is_cluster_scoped};
 
 /// kustomize's built-in `varReference` field specs (the fields `$(VAR)` is substituted in).
 pub fn default_var_reference_paths() -> Vec<FieldSpec> {
@@ -172,12 +172,7 @@ pub fn resolve_with_ids(
             name: s("name"),
             namespace: Some(s("namespace")).filter(|n| !n.is_empty()),
         };
-        let av = if target.group.is_empty() {
-            target.version.clone()
-        } else {
-            format!("{}/{}", target.group, target.version)
-        };
-        let check_ns = target.namespace.is_some() || is_cluster_scoped(&av, &target.kind);
+        let check_ns = target.namespace.is_some() || id_is_cluster_scoped(&target);
         let target_ns = effective_namespace(&target);
         let matches = |id: &ResId| {
             id.group == target.group

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::parse::{looks_like_timestamp, resolve_plain};
+use super::scalar::{looks_like_timestamp, resolve_plain};
 
 /// Serialises objects as a YAML stream separated by `---` lines (no leading separator).
 pub fn to_yaml_stream(objs: &[Value]) -> String {

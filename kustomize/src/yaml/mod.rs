@@ -2,9 +2,11 @@
 
 mod emit;
 mod parse;
+mod scalar;
 
 pub use emit::{number_text, to_yaml, to_yaml_stream};
 pub use parse::{
-    Limits, PathSeg, TrackedDoc, float_value, parse_one, parse_stream, parse_stream_tracked,
-    parse_stream_with, resolve_plain,
+    Limits, MAX_DEPTH_CEILING, NODE_OVERHEAD, PathSeg, TrackedDoc, parse_one, parse_one_with,
+    parse_stream, parse_stream_tracked, parse_stream_with,
 };
+pub use scalar::{float_value, resolve_plain};

@@ -1,14 +1,27 @@
-//! YAML text to `serde_json::Value`, resolving plain scalars the way kustomize's loader does
-//! (go-yaml v3 decoding into generic values, then JSON): `yes`/`on` stay strings, `0777` is
-//! octal, `1e3` is the number 1000, integral floats become integers, dates become RFC 3339 strings.
+//! YAML text to `serde_json::Value`.
+//!
+//! The converter walks yaml-rust2's event stream with an explicit stack of open collections,
+//! so its own stack use does not grow with the nesting of the input. Every input is bounded:
+//! its length, its nesting depth, its number of nodes, and its expanded size (an alias copies
+//! the anchored node each time it is used, so a kilobyte of text can describe gigabytes).
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
+use super::scalar::scalar;
 use crate::error::{KustomizeError, Result};
+
+/// What one node adds to the expanded size besides its scalar text: about what it takes in
+/// printed YAML (indentation, `- ` or `: `, a line break), and a fraction of its size in memory.
+pub const NODE_OVERHEAD: usize = 16;
+
+/// The deepest nesting accepted whatever [`Limits::max_depth`] says. Parsing does not recurse,
+/// but dropping, cloning, comparing and printing a `serde_json::Value` do, and must fit in a
+/// 2 MiB thread stack.
+pub const MAX_DEPTH_CEILING: usize = 1000;
 
 /// Bounds applied while converting YAML to values.
 #[derive(Debug, Clone, Copy)]
@@ -17,8 +30,12 @@ pub struct Limits {
     pub max_bytes: usize,
     /// Largest number of value nodes produced (aliases count their full expansion).
     pub max_nodes: usize,
-    /// Deepest nesting of collections.
+    /// Deepest nesting of collections (capped at [`MAX_DEPTH_CEILING`]).
     pub max_depth: usize,
+    /// Fixed part of the expanded-size budget of a stream, in bytes.
+    pub expansion_allowance: usize,
+    /// Part of the expanded-size budget per byte of input.
+    pub expansion_factor: usize,
 }
 
 impl Default for Limits {
@@ -27,7 +44,27 @@ impl Default for Limits {
             max_bytes: 64 * 1024 * 1024,
             max_nodes: 2_000_000,
             max_depth: 256,
+            // The expanded size of a stream is its scalar bytes plus NODE_OVERHEAD per node,
+            // an alias counting its anchor's full size each time it is used, plus the copies
+            // kept of anchored nodes and the paths recorded by tracked parsing. Without
+            // aliases a node takes at least two bytes of text (`a,`), and unique keys take
+            // more, so 16 per input byte admits alias-free documents; the 8 MiB allowance
+            // covers the usual reuse of anchors in values files (hundreds of anchors used a
+            // few times each add well under a megabyte). A 1 KB billion-laughs text stops at
+            // about 8 MiB and a 1 MB one at about 24 MiB, where memory would otherwise run
+            // out at gigabytes; a real manifest of a few megabytes gets 40 MiB or more.
+            expansion_allowance: 8 * 1024 * 1024,
+            expansion_factor: 16,
         }
+    }
+}
+
+impl Limits {
+    /// The expanded-size budget of a stream of `input_len` bytes.
+    pub fn expansion_budget(&self, input_len: usize) -> usize {
+        self.expansion_factor
+            .saturating_mul(input_len)
+            .saturating_add(self.expansion_allowance)
     }
 }
 
@@ -39,7 +76,12 @@ pub fn parse_stream(text: &str, origin: &str) -> Result<Vec<Value>> {
 
 /// Parses a single YAML document (the first one of the stream); an empty text gives `null`.
 pub fn parse_one(text: &str, origin: &str) -> Result<Value> {
-    let mut docs = parse_documents(text, origin, Limits::default())?;
+    parse_one_with(text, origin, Limits::default())
+}
+
+/// [`parse_one`] with explicit limits.
+pub fn parse_one_with(text: &str, origin: &str, limits: Limits) -> Result<Value> {
+    let mut docs = parse_documents(text, origin, limits)?;
     if docs.is_empty() {
         Ok(Value::Null)
     } else {
@@ -104,12 +146,16 @@ fn parse_documents_inner(text: &str, origin: &str, limits: Limits, track: bool) 
         parser: Parser::new_from_str(text),
         origin,
         limits,
+        max_depth: limits.max_depth.min(MAX_DEPTH_CEILING),
+        budget: limits.expansion_budget(text.len()),
         nodes: 0,
+        content: 0,
+        charged: 0,
+        aliased: false,
         anchors: HashMap::new(),
         chars: text.chars().count(),
         ends_with_newline: text.ends_with('\n'),
         track,
-        path: Vec::new(),
         empties: Vec::new(),
     };
     let docs = conv.stream()?;
@@ -118,16 +164,57 @@ fn parse_documents_inner(text: &str, origin: &str, limits: Limits, track: bool) 
     Ok((docs, empties))
 }
 
+/// An anchored node, kept for the aliases that follow it.
+struct Anchor {
+    value: Value,
+    nodes: usize,
+    size: usize,
+}
+
+/// A collection whose end has not been read yet.
+struct Frame {
+    open: Open,
+    anchor: usize,
+    mark: Marker,
+    nodes_at_start: usize,
+    content_at_start: usize,
+}
+
+enum Open {
+    Seq(Vec<Value>),
+    Map {
+        map: Map<String, Value>,
+        /// Mappings given by `<<` merge keys, applied when the mapping ends.
+        merged: Vec<Map<String, Value>>,
+        /// The key read last, while its value is being read.
+        key: Option<Key>,
+    },
+}
+
+struct Key {
+    name: String,
+    merge: bool,
+    mark: Marker,
+}
+
 struct Converter<'a> {
     parser: Parser<std::str::Chars<'a>>,
     origin: &'a str,
     limits: Limits,
+    max_depth: usize,
+    /// Largest expanded size of the stream, in bytes.
+    budget: usize,
     nodes: usize,
-    anchors: HashMap<usize, (Value, usize)>,
+    /// Expanded size of the values produced so far, aliases counted in full.
+    content: usize,
+    /// `content` plus anchor copies and recorded paths: what `budget` bounds.
+    charged: usize,
+    /// Whether an alias has been expanded (for the error message).
+    aliased: bool,
+    anchors: HashMap<usize, Anchor>,
     chars: usize,
     ends_with_newline: bool,
     track: bool,
-    path: Vec<PathSeg>,
     /// Per document, the paths of empty mapping values (only when tracking).
     empties: Vec<Vec<Vec<PathSeg>>>,
 }
@@ -152,18 +239,38 @@ impl Converter<'_> {
         }
     }
 
-    fn count(&mut self, n: usize) -> Result<()> {
+    fn limit_err(&self, mark: &Marker, msg: impl std::fmt::Display) -> KustomizeError {
+        KustomizeError::YamlLimit {
+            origin: self.origin.to_string(),
+            message: format!("line {}: {msg}", mark.line()),
+        }
+    }
+
+    fn count(&mut self, n: usize, mark: &Marker) -> Result<()> {
         self.nodes = self.nodes.saturating_add(n);
         if self.nodes > self.limits.max_nodes {
-            return Err(KustomizeError::YamlLimit {
-                origin: self.origin.to_string(),
-                message: format!(
-                    "more than {} nodes (alias expansion bomb?)",
-                    self.limits.max_nodes
-                ),
-            });
+            let what = if self.aliased { " through aliases" } else { "" };
+            let max = self.limits.max_nodes;
+            return Err(self.limit_err(mark, format!("document has more than {max} nodes{what}")));
         }
         Ok(())
+    }
+
+    /// Adds `size` bytes to what the stream holds, failing past the budget.
+    fn charge(&mut self, size: usize, mark: &Marker) -> Result<()> {
+        self.charged = self.charged.saturating_add(size);
+        if self.charged > self.budget {
+            let what = if self.aliased { " through aliases" } else { "" };
+            let msg = format!("document expands to more than {} bytes{what}", self.budget);
+            return Err(self.limit_err(mark, msg));
+        }
+        Ok(())
+    }
+
+    /// Adds `size` bytes of document content.
+    fn grow(&mut self, size: usize, mark: &Marker) -> Result<()> {
+        self.content = self.content.saturating_add(size);
+        self.charge(size, mark)
     }
 
     fn stream(&mut self) -> Result<Vec<Value>> {
@@ -181,8 +288,7 @@ impl Converter<'_> {
                         docs.push(Value::Null);
                         continue;
                     }
-                    let (v, _) = self.node(ev, mark, 0)?;
-                    docs.push(v);
+                    docs.push(self.document(ev, mark)?);
                 }
                 other => return Err(self.err(&mark, format!("unexpected event {other:?}"))),
             }
@@ -190,138 +296,146 @@ impl Converter<'_> {
         Ok(docs)
     }
 
-    /// Converts the node that starts with `ev`; returns it and its node count.
-    fn node(&mut self, ev: Event, mark: Marker, depth: usize) -> Result<(Value, usize)> {
-        if depth > self.limits.max_depth {
-            return Err(KustomizeError::YamlLimit {
-                origin: self.origin.to_string(),
-                message: format!(
-                    "line {}: nesting deeper than {} levels",
-                    mark.line(),
-                    self.limits.max_depth
-                ),
-            });
+    /// Converts the document whose root node starts with `ev`.
+    fn document(&mut self, mut ev: Event, mut mark: Marker) -> Result<Value> {
+        let mut stack: Vec<Frame> = Vec::new();
+        loop {
+            // a finished node: its value, whether it is a `<<` key, and where it started
+            let done = match ev {
+                Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                    self.check_depth(stack.len(), &mark)?;
+                    self.count(1, &mark)?;
+                    self.grow(NODE_OVERHEAD, &mark)?;
+                    let open = if matches!(ev, Event::SequenceStart(..)) {
+                        Open::Seq(Vec::new())
+                    } else {
+                        Open::Map {
+                            map: Map::new(),
+                            merged: Vec::new(),
+                            key: None,
+                        }
+                    };
+                    stack.push(Frame {
+                        open,
+                        anchor,
+                        mark,
+                        nodes_at_start: self.nodes.saturating_sub(1),
+                        content_at_start: self.content.saturating_sub(NODE_OVERHEAD),
+                    });
+                    None
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    let Some(frame) = stack.pop() else {
+                        return Err(self.err(&mark, format!("unexpected event {ev:?}")));
+                    };
+                    let start = frame.mark;
+                    Some((self.close(frame, &mark)?, false, start))
+                }
+                Event::Alias(id) => {
+                    self.check_depth(stack.len(), &mark)?;
+                    Some((self.alias(id, &mark)?, false, mark))
+                }
+                Event::Scalar(text, style, anchor, tag) => {
+                    self.check_depth(stack.len(), &mark)?;
+                    if self.track
+                        && style == TScalarStyle::Plain
+                        && tag.is_none()
+                        && text.is_empty()
+                    {
+                        self.record_empty(&stack, &mark)?;
+                    }
+                    let merge = style == TScalarStyle::Plain && tag.is_none() && text == "<<";
+                    let v = self.scalar(text, style, anchor, tag.as_ref(), &mark)?;
+                    Some((v, merge, mark))
+                }
+                other => return Err(self.err(&mark, format!("unexpected event {other:?}"))),
+            };
+            if let Some((value, merge, start)) = done
+                && let Some(root) = self.attach(&mut stack, value, merge, start)?
+            {
+                return Ok(root);
+            }
+            (ev, mark) = self.next()?;
         }
-        match ev {
-            Event::Alias(id) => {
-                let Some(n) = self.anchors.get(&id).map(|(_, n)| *n) else {
-                    return Err(self.err(&mark, "unknown anchor"));
-                };
-                self.count(n)?;
-                let v = self
-                    .anchors
-                    .get(&id)
-                    .map(|(v, _)| v.clone())
-                    .unwrap_or(Value::Null);
-                Ok((v, n))
+    }
+
+    fn check_depth(&self, depth: usize, mark: &Marker) -> Result<()> {
+        if depth > self.max_depth {
+            let msg = format!("nesting deeper than {} levels", self.max_depth);
+            return Err(self.limit_err(mark, msg));
+        }
+        Ok(())
+    }
+
+    /// Keeps a copy of an anchored node (`id` 0 is none), counting the copy against the
+    /// budget before making it.
+    fn keep_anchor(
+        &mut self,
+        id: usize,
+        value: &Value,
+        nodes: usize,
+        size: usize,
+        mark: &Marker,
+    ) -> Result<()> {
+        if id > 0 {
+            self.charge(size, mark)?;
+            let value = value.clone();
+            self.anchors.insert(id, Anchor { value, nodes, size });
+        }
+        Ok(())
+    }
+
+    fn alias(&mut self, id: usize, mark: &Marker) -> Result<Value> {
+        let Some((nodes, size)) = self.anchors.get(&id).map(|a| (a.nodes, a.size)) else {
+            return Err(self.err(mark, "unknown anchor"));
+        };
+        self.aliased = true;
+        self.count(nodes, mark)?;
+        self.grow(size, mark)?;
+        Ok(self
+            .anchors
+            .get(&id)
+            .map_or(Value::Null, |a| a.value.clone()))
+    }
+
+    fn scalar(
+        &mut self,
+        mut text: String,
+        style: TScalarStyle,
+        anchor: usize,
+        tag: Option<&Tag>,
+        mark: &Marker,
+    ) -> Result<Value> {
+        self.count(1, mark)?;
+        let size = text.len().saturating_add(NODE_OVERHEAD);
+        self.grow(size, mark)?;
+        // A block scalar that runs to the end of a file without a final line break has
+        // no trailing newline (yaml-rust2 adds one).
+        if matches!(style, TScalarStyle::Literal | TScalarStyle::Folded)
+            && !self.ends_with_newline
+            && text.ends_with('\n')
+            && self
+                .parser
+                .peek()
+                .is_ok_and(|(_, m)| m.index() >= self.chars)
+        {
+            text.pop();
+        }
+        let v = scalar(text, style, tag).map_err(|m| self.err(mark, m))?;
+        self.keep_anchor(anchor, &v, 1, size, mark)?;
+        Ok(v)
+    }
+
+    /// Ends a collection: its value, after merge keys are applied.
+    fn close(&mut self, frame: Frame, mark: &Marker) -> Result<Value> {
+        let value = match frame.open {
+            Open::Seq(items) => Value::Array(items),
+            Open::Map { key: Some(_), .. } => {
+                return Err(self.err(mark, "mapping ended before a value"));
             }
-            Event::Scalar(mut text, style, anchor, tag) => {
-                self.count(1)?;
-                // A block scalar that runs to the end of a file without a final line break has
-                // no trailing newline (yaml-rust2 adds one).
-                if matches!(style, TScalarStyle::Literal | TScalarStyle::Folded)
-                    && !self.ends_with_newline
-                    && text.ends_with('\n')
-                    && self
-                        .parser
-                        .peek()
-                        .is_ok_and(|(_, m)| m.index() >= self.chars)
-                {
-                    text.pop();
-                }
-                let v = scalar(text, style, tag.as_ref()).map_err(|m| self.err(&mark, m))?;
-                if anchor > 0 {
-                    self.anchors.insert(anchor, (v.clone(), 1));
-                }
-                Ok((v, 1))
-            }
-            Event::SequenceStart(anchor, _) => {
-                self.count(1)?;
-                let mut items = Vec::new();
-                let mut total = 1usize;
-                loop {
-                    let (ev, m) = self.next()?;
-                    if matches!(ev, Event::SequenceEnd) {
-                        break;
-                    }
-                    if self.track {
-                        self.path.push(PathSeg::Index(items.len()));
-                    }
-                    let r = self.node(ev, m, depth + 1);
-                    if self.track {
-                        self.path.pop();
-                    }
-                    let (v, n) = r?;
-                    total = total.saturating_add(n);
-                    items.push(v);
-                }
-                let v = Value::Array(items);
-                if anchor > 0 {
-                    self.anchors.insert(anchor, (v.clone(), total));
-                }
-                Ok((v, total))
-            }
-            Event::MappingStart(anchor, _) => {
-                self.count(1)?;
-                let mut map = Map::new();
-                let mut merged: Vec<Map<String, Value>> = Vec::new();
-                let mut total = 1usize;
-                loop {
-                    let (ev, m) = self.next()?;
-                    if matches!(ev, Event::MappingEnd) {
-                        break;
-                    }
-                    let is_merge =
-                        matches!(&ev, Event::Scalar(s, TScalarStyle::Plain, _, None) if s == "<<");
-                    let (k, _) = self.node(ev, m, depth + 1)?;
-                    let (vev, vm) = self.next()?;
-                    if self.track {
-                        if matches!(&vev, Event::Scalar(t, TScalarStyle::Plain, _, None) if t.is_empty())
-                        {
-                            let mut p = self.path.clone();
-                            p.push(PathSeg::Key(key_string(&k)));
-                            if let Some(last) = self.empties.last_mut() {
-                                last.push(p);
-                            }
-                        }
-                        self.path.push(PathSeg::Key(key_string(&k)));
-                    }
-                    let r = self.node(vev, vm, depth + 1);
-                    if self.track {
-                        self.path.pop();
-                    }
-                    let (v, n) = r?;
-                    total = total.saturating_add(n);
-                    if is_merge {
-                        match v {
-                            Value::Object(o) => merged.push(o),
-                            Value::Array(list) => {
-                                for item in list {
-                                    match item {
-                                        Value::Object(o) => merged.push(o),
-                                        _ => {
-                                            return Err(self.err(
-                                                &m,
-                                                "map merge requires map or sequence of maps",
-                                            ));
-                                        }
-                                    }
-                                }
-                            }
-                            _ => {
-                                return Err(
-                                    self.err(&m, "map merge requires map or sequence of maps")
-                                );
-                            }
-                        }
-                        continue;
-                    }
-                    let key = key_string(&k);
-                    if map.contains_key(&key) {
-                        return Err(self.err(&m, format!("mapping key \"{key}\" already defined")));
-                    }
-                    map.insert(key, v);
-                }
+            Open::Map {
+                mut map, merged, ..
+            } => {
                 for o in merged {
                     for (k, v) in o {
                         if !map.contains_key(&k) {
@@ -329,256 +443,102 @@ impl Converter<'_> {
                         }
                     }
                 }
-                let v = Value::Object(map);
-                if anchor > 0 {
-                    self.anchors.insert(anchor, (v.clone(), total));
-                }
-                Ok((v, total))
+                Value::Object(map)
             }
-            other => Err(self.err(&mark, format!("unexpected event {other:?}"))),
-        }
-    }
-}
-
-fn key_string(k: &Value) -> String {
-    match k {
-        Value::String(s) => s.clone(),
-        Value::Null => "null".to_string(),
-        other => other.to_string(),
-    }
-}
-
-fn tag_name(tag: &Tag) -> Option<&str> {
-    if tag.handle == "tag:yaml.org,2002:" || tag.handle == "!!" {
-        Some(tag.suffix.as_str())
-    } else if let Some(s) = tag.suffix.strip_prefix("tag:yaml.org,2002:") {
-        Some(s)
-    } else {
-        None
-    }
-}
-
-fn scalar(
-    text: String,
-    style: TScalarStyle,
-    tag: Option<&Tag>,
-) -> std::result::Result<Value, String> {
-    if let Some(name) = tag.and_then(tag_name) {
-        return match name {
-            "str" | "binary" | "timestamp" => Ok(Value::String(text)),
-            "null" => Ok(Value::Null),
-            "bool" | "int" | "float" => {
-                let v = resolve_plain(&text);
-                match (name, &v) {
-                    ("bool", Value::Bool(_))
-                    | ("int", Value::Number(_))
-                    | ("float", Value::Number(_)) => Ok(v),
-                    _ => Err(format!("cannot decode {text:?} as !!{name}")),
-                }
-            }
-            _ => Ok(Value::String(text)),
         };
+        let nodes = self.nodes.saturating_sub(frame.nodes_at_start);
+        let size = self.content.saturating_sub(frame.content_at_start);
+        self.keep_anchor(frame.anchor, &value, nodes, size, mark)?;
+        Ok(value)
     }
-    if style != TScalarStyle::Plain {
-        return Ok(Value::String(text));
-    }
-    Ok(resolve_plain(&text))
-}
 
-/// Resolves a plain scalar like go-yaml v3 decoding into an untyped value, then JSON.
-pub fn resolve_plain(s: &str) -> Value {
-    match s {
-        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
-        "true" | "True" | "TRUE" => return Value::Bool(true),
-        "false" | "False" | "FALSE" => return Value::Bool(false),
-        _ => {}
-    }
-    let first = s.as_bytes()[0];
-    if !(first.is_ascii_digit() || first == b'-' || first == b'+' || first == b'.') {
-        return Value::String(s.to_string());
-    }
-    if let Some(v) = resolve_number(s) {
-        return v;
-    }
-    if let Some(ts) = resolve_timestamp(s) {
-        return Value::String(ts);
-    }
-    Value::String(s.to_string())
-}
-
-/// Whether a plain scalar would be read as a timestamp.
-pub fn looks_like_timestamp(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_digit()) && resolve_timestamp(s).is_some()
-}
-
-fn resolve_number(s: &str) -> Option<Value> {
-    let plain: String = s.chars().filter(|c| *c != '_').collect();
-    if let Some(i) = parse_go_int(&plain) {
-        return Some(Value::Number(Number::from(i)));
-    }
-    if let Some(u) = parse_go_uint(&plain) {
-        return Some(Value::Number(Number::from(u)));
-    }
-    if is_yaml_float(&plain) {
-        let f: f64 = plain.parse().ok()?;
-        return Some(float_value(f));
-    }
-    None
-}
-
-/// A float as it comes back from a JSON round trip: integral values become integers.
-pub fn float_value(f: f64) -> Value {
-    if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 {
-        // exact in i64
-        #[allow(clippy::cast_possible_truncation)]
-        return Value::Number(Number::from(f as i64));
-    }
-    Number::from_f64(f)
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
-}
-
-fn split_sign(s: &str) -> (bool, &str) {
-    if let Some(r) = s.strip_prefix('-') {
-        (true, r)
-    } else if let Some(r) = s.strip_prefix('+') {
-        (false, r)
-    } else {
-        (false, s)
-    }
-}
-
-fn digits_radix(s: &str) -> Option<(u32, &str)> {
-    let lower = s.get(..2).map(str::to_ascii_lowercase);
-    match lower.as_deref() {
-        Some("0x") => Some((16, &s[2..])),
-        Some("0o") => Some((8, &s[2..])),
-        Some("0b") => Some((2, &s[2..])),
-        _ if s.len() > 1 && s.starts_with('0') => Some((8, &s[1..])),
-        _ => Some((10, s)),
-    }
-}
-
-fn parse_go_int(s: &str) -> Option<i64> {
-    let (neg, rest) = split_sign(s);
-    let (radix, digits) = digits_radix(rest)?;
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    let mag = u128::from_str_radix(digits, radix).ok()?;
-    let v = if neg {
-        -(i128::try_from(mag).ok()?)
-    } else {
-        i128::try_from(mag).ok()?
-    };
-    i64::try_from(v).ok()
-}
-
-fn parse_go_uint(s: &str) -> Option<u64> {
-    let (radix, digits) = digits_radix(s)?;
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    u64::from_str_radix(digits, radix).ok()
-}
-
-fn is_yaml_float(s: &str) -> bool {
-    // [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
-    let b = s.as_bytes();
-    let mut i = 0;
-    if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
-        i += 1;
-    }
-    let int_start = i;
-    while i < b.len() && b[i].is_ascii_digit() {
-        i += 1;
-    }
-    let int_digits = i - int_start;
-    if i < b.len() && b[i] == b'.' {
-        i += 1;
-        let frac_start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if int_digits == 0 && i == frac_start {
-            return false;
-        }
-    } else if int_digits == 0 {
-        return false;
-    }
-    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
-        i += 1;
-        if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
-            i += 1;
-        }
-        let exp_start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == exp_start {
-            return false;
-        }
-    }
-    i == b.len()
-}
-
-/// `2006-1-2` style dates (optionally with a time) become RFC 3339 strings, like a Go
-/// `time.Time` marshalled to JSON.
-fn resolve_timestamp(s: &str) -> Option<String> {
-    let (date, rest) = match s.find(['T', 't', ' ']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let mut parts = date.split('-');
-    let y = parts.next()?;
-    let m = parts.next()?;
-    let d = parts.next()?;
-    if parts.next().is_some()
-        || y.len() != 4
-        || m.is_empty()
-        || m.len() > 2
-        || d.is_empty()
-        || d.len() > 2
-    {
-        return None;
-    }
-    if ![y, m, d]
-        .iter()
-        .all(|p| p.chars().all(|c| c.is_ascii_digit()))
-    {
-        return None;
-    }
-    let (mi, di): (u32, u32) = (m.parse().ok()?, d.parse().ok()?);
-    if !(1..=12).contains(&mi) || !(1..=31).contains(&di) {
-        return None;
-    }
-    let day = format!("{y}-{mi:02}-{di:02}");
-    match rest {
-        None => Some(format!("{day}T00:00:00Z")),
-        Some(t) => {
-            // Only the common UTC form is normalised; other forms stay as written.
-            let t = t.trim();
-            let hms = t.strip_suffix('Z')?;
-            let mut hp = hms.split(':');
-            let (h, mi2, se) = (hp.next()?, hp.next()?, hp.next()?);
-            if hp.next().is_some() {
-                return None;
+    /// Puts a finished node into the collection being read; returns it when it is the root.
+    fn attach(
+        &mut self,
+        stack: &mut [Frame],
+        value: Value,
+        merge: bool,
+        start: Marker,
+    ) -> Result<Option<Value>> {
+        let Some(top) = stack.last_mut() else {
+            return Ok(Some(value));
+        };
+        let (map, merged, key) = match &mut top.open {
+            Open::Seq(items) => {
+                items.push(value);
+                return Ok(None);
             }
-            let (sec, frac) = se.split_once('.').unwrap_or((se, ""));
-            let h: u32 = h.parse().ok()?;
-            let mi2: u32 = mi2.parse().ok()?;
-            let sec: u32 = sec.parse().ok()?;
-            let frac = frac.trim_end_matches('0');
-            if frac.chars().any(|c| !c.is_ascii_digit()) {
-                return None;
-            }
-            let frac = if frac.is_empty() {
-                String::new()
-            } else {
-                format!(".{frac}")
+            Open::Map { map, merged, key } => (map, merged, key),
+        };
+        let Some(k) = key.take() else {
+            let name = match value {
+                Value::String(s) => s,
+                Value::Null => "null".to_string(),
+                other => {
+                    let s = other.to_string();
+                    self.charge(s.len(), &start)?;
+                    s
+                }
             };
-            Some(format!("{day}T{h:02}:{mi2:02}:{sec:02}{frac}Z"))
+            *key = Some(Key {
+                name,
+                merge,
+                mark: start,
+            });
+            return Ok(None);
+        };
+        if k.merge {
+            let bad = "map merge requires map or sequence of maps";
+            match value {
+                Value::Object(o) => merged.push(o),
+                Value::Array(list) => {
+                    for item in list {
+                        let Value::Object(o) = item else {
+                            return Err(self.err(&k.mark, bad));
+                        };
+                        merged.push(o);
+                    }
+                }
+                _ => return Err(self.err(&k.mark, bad)),
+            }
+            return Ok(None);
         }
+        if map.contains_key(&k.name) {
+            let msg = format!("mapping key \"{}\" already defined", k.name);
+            return Err(self.err(&k.mark, msg));
+        }
+        map.insert(k.name, value);
+        Ok(None)
+    }
+
+    /// Records the path of the empty value about to be read, if it is a mapping value.
+    fn record_empty(&mut self, stack: &[Frame], mark: &Marker) -> Result<()> {
+        let awaiting_value = stack
+            .last()
+            .is_some_and(|f| matches!(f.open, Open::Map { key: Some(_), .. }));
+        if !awaiting_value {
+            return Ok(());
+        }
+        // what the path takes in memory
+        let seg = std::mem::size_of::<PathSeg>();
+        let size = stack.iter().fold(0usize, |n, frame| match &frame.open {
+            Open::Map { key: Some(k), .. } => n.saturating_add(seg.saturating_add(k.name.len())),
+            _ => n.saturating_add(seg),
+        });
+        self.charge(size, mark)?;
+        let mut path = Vec::with_capacity(stack.len());
+        for frame in stack {
+            match &frame.open {
+                Open::Seq(items) => path.push(PathSeg::Index(items.len())),
+                Open::Map { key: Some(k), .. } => path.push(PathSeg::Key(k.name.clone())),
+                // inside a complex key
+                Open::Map { key: None, .. } => {}
+            }
+        }
+        if let Some(last) = self.empties.last_mut() {
+            last.push(path);
+        }
+        Ok(())
     }
 }
 
@@ -586,29 +546,6 @@ fn resolve_timestamp(s: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn resolves_like_kustomize() {
-        assert_eq!(resolve_plain("yes"), json!("yes"));
-        assert_eq!(resolve_plain("on"), json!("on"));
-        assert_eq!(resolve_plain("0777"), json!(511));
-        assert_eq!(resolve_plain("1e3"), json!(1000));
-        assert_eq!(resolve_plain("~"), Value::Null);
-        assert_eq!(resolve_plain("0x1F"), json!(31));
-        assert_eq!(resolve_plain("0o17"), json!(15));
-        assert_eq!(resolve_plain("1_000"), json!(1000));
-        assert_eq!(resolve_plain("True"), json!(true));
-        assert_eq!(resolve_plain("012345678"), json!(12345678));
-        assert_eq!(resolve_plain("2020-01-01"), json!("2020-01-01T00:00:00Z"));
-        assert_eq!(resolve_plain("1.0"), json!(1));
-        assert_eq!(resolve_plain("1.5"), json!(1.5));
-        assert_eq!(resolve_plain("-0"), json!(0));
-        assert_eq!(resolve_plain("="), json!("="));
-        assert_eq!(resolve_plain("+12"), json!(12));
-        assert_eq!(resolve_plain("1."), json!(1));
-        assert_eq!(resolve_plain("1.2.3"), json!("1.2.3"));
-        assert_eq!(resolve_plain("v1"), json!("v1"));
-    }
 
     #[test]
     fn quoted_scalars_stay_strings() {

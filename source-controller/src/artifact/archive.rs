@@ -1,7 +1,7 @@
 //! Deterministic gzip-compressed tarballs, byte for byte what Flux's `Storage.Archive` writes at
 //! the tar level.
 //!
-//! Layout (see flux-spec §2.2):
+//! Layout:
 //! * entries in Go `filepath.Walk` order: the root first as a directory entry named `.`, then
 //!   each directory's entries in byte order of their names, depth first;
 //! * only regular files and directories; symlinks, sockets, devices and FIFOs are skipped (a
@@ -25,7 +25,6 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use super::error::ArtifactError;
@@ -46,94 +45,21 @@ const PREFIX_SIZE: usize = 155;
 /// the small files of a repository, and the buffer is resident while packaging).
 const COPY_BUF: usize = 64 * 1024;
 
-pub use rflux_common::digest::DigestAlgorithm;
-use rflux_common::digest::Hasher;
+pub use rflux_common::digest::{Digest, DigestAlgorithm, HashingWriter};
 
-/// Digest and size of an archive (or any byte stream).
+/// What packaging wrote: the digest of the compressed bytes and their number.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Digest {
-    pub algorithm: DigestAlgorithm,
-    /// Lower-case hex of the hash.
-    pub hex: String,
-    /// Number of bytes hashed.
+pub struct Packaged {
+    /// Digest of the compressed archive.
+    pub digest: Digest,
+    /// Size of the compressed archive in bytes.
     pub size: u64,
 }
 
-impl Digest {
-    /// Parses `<algo>:<hex>` (the `artifact.digest` form); the returned size is 0.
-    pub fn parse(s: &str) -> Result<Digest, ArtifactError> {
-        let bad = || ArtifactError::InvalidDigest(s.to_string());
-        let (algo, hex) = s.split_once(':').ok_or_else(bad)?;
-        let algorithm = DigestAlgorithm::from_str(algo)?;
-        if hex.len() != algorithm.hex_len()
-            || !hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(bad());
-        }
-        Ok(Digest {
-            algorithm,
-            hex: hex.to_string(),
-            size: 0,
-        })
-    }
-
-    /// Digest of everything `reader` yields.
-    pub fn of_reader(
-        algorithm: DigestAlgorithm,
-        reader: &mut impl Read,
-    ) -> Result<Digest, io::Error> {
-        let mut w = HashingWriter::new(io::sink(), algorithm);
-        io::copy(reader, &mut w)?;
-        Ok(w.finish().1)
-    }
-}
-
-impl fmt::Display for Digest {
+impl fmt::Display for Packaged {
+    /// The digest, `<algo>:<hex>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.algorithm, self.hex)
-    }
-}
-
-/// A writer that hashes and counts what passes through it.
-pub struct HashingWriter<W> {
-    inner: W,
-    hasher: Hasher,
-    algorithm: DigestAlgorithm,
-    written: u64,
-}
-
-impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W, algorithm: DigestAlgorithm) -> Self {
-        HashingWriter {
-            inner,
-            hasher: algorithm.hasher(),
-            algorithm,
-            written: 0,
-        }
-    }
-
-    /// Returns the inner writer and the digest of everything written.
-    pub fn finish(self) -> (W, Digest) {
-        let d = Digest {
-            algorithm: self.algorithm,
-            hex: self.hasher.finish_hex(),
-            size: self.written,
-        };
-        (self.inner, d)
-    }
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
+        self.digest.fmt(f)
     }
 }
 
@@ -454,7 +380,7 @@ pub fn package_dir(
     dir: &Path,
     ignore: &IgnoreRules,
     out: &mut impl Write,
-) -> Result<Digest, ArtifactError> {
+) -> Result<Packaged, ArtifactError> {
     package_dir_with(dir, ignore, DigestAlgorithm::Sha256, out)
 }
 
@@ -465,7 +391,7 @@ pub fn package_dir_with(
     ignore: &IgnoreRules,
     algorithm: DigestAlgorithm,
     out: &mut impl Write,
-) -> Result<Digest, ArtifactError> {
+) -> Result<Packaged, ArtifactError> {
     package_dir_threads(dir, ignore, algorithm, default_threads(), out)
 }
 
@@ -484,10 +410,11 @@ pub fn package_dir_threads(
     algorithm: DigestAlgorithm,
     threads: usize,
     out: &mut impl Write,
-) -> Result<Digest, ArtifactError> {
+) -> Result<Packaged, ArtifactError> {
     let hashing = HashingWriter::new(out, algorithm);
     let ((), hashing) = with_parallel_gz(hashing, threads, |gz| write_tar(dir, ignore, gz))?;
-    Ok(hashing.finish().1)
+    let (_, digest, size) = hashing.finish();
+    Ok(Packaged { digest, size })
 }
 
 /// Packages `dir` into the file `out` atomically (temporary file in the same directory, mode
@@ -508,7 +435,7 @@ pub fn package_to_file_with(
     out: &Path,
     rules: &IgnoreRules,
     algorithm: DigestAlgorithm,
-) -> Result<Digest, ArtifactError> {
+) -> Result<Packaged, ArtifactError> {
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -671,17 +598,14 @@ mod tests {
     }
 
     #[test]
-    fn digest_parse_round_trip() {
-        let d = Digest::of_reader(DigestAlgorithm::Sha256, &mut &b"abc"[..]).unwrap();
-        assert_eq!(
-            d.to_string(),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!(d.size, 3);
-        let p = Digest::parse(&d.to_string()).unwrap();
-        assert_eq!(p.hex, d.hex);
-        assert!(Digest::parse("sha256:xyz").is_err());
-        assert!(Digest::parse("md5:00").is_err());
-        assert!(Digest::parse("nocolon").is_err());
+    fn packaged_displays_its_digest_and_counts_the_compressed_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.yaml"), "a: 1\n").unwrap();
+        let mut out = Vec::new();
+        let p = package_dir(dir.path(), &IgnoreRules::none(), &mut out).unwrap();
+        assert_eq!(p.size, out.len() as u64);
+        assert_eq!(p.digest, Digest::of_bytes(DigestAlgorithm::Sha256, &out));
+        assert_eq!(p.to_string(), p.digest.to_string());
+        assert!(p.to_string().starts_with("sha256:"));
     }
 }

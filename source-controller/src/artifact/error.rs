@@ -3,6 +3,8 @@
 use std::io;
 use std::path::PathBuf;
 
+use rflux_common::digest::DigestError;
+
 /// Everything that can go wrong while packaging, storing or serving artifacts.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -85,6 +87,17 @@ impl ArtifactError {
             op,
             path: path.into(),
             source,
+        }
+    }
+}
+
+impl ArtifactError {
+    /// `value` (an `artifact.digest`) did not parse: an unknown algorithm is reported by name,
+    /// anything else as [`ArtifactError::InvalidDigest`].
+    pub fn invalid_digest(value: &str, e: DigestError) -> Self {
+        match e {
+            DigestError::Unsupported(u) => u.into(),
+            _ => ArtifactError::InvalidDigest(value.to_string()),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The artifact HTTP file server (flux-spec §2.6): a read-only view of the storage root, like Go's
+//! The artifact HTTP file server: a read-only view of the storage root, like Go's
 //! `http.FileServer(http.Dir(root))`: GET and HEAD, directory listings, `Last-Modified`,
 //! `If-Modified-Since`, single byte ranges, and Go's content types (extension table, then
 //! content sniffing, so `.tar.gz` is `application/x-gzip`).

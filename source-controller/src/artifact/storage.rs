@@ -1,5 +1,5 @@
 //! Artifact storage: layout, URLs, atomic archiving under per-artifact locks, verification,
-//! garbage collection and removal (flux-spec §2.1, §2.4, §2.5).
+//! garbage collection and removal.
 //!
 //! Layout: `<root>/<lowercase kind>/<namespace>/<name>/<file>`, directories mode 0700,
 //! GitRepository file `<commit hex>.tar.gz`. `Artifact::path` is relative to the root.
@@ -8,13 +8,14 @@ use std::collections::HashSet;
 use std::fs::{self, DirBuilder};
 use std::io::ErrorKind;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use super::archive::{Digest, DigestAlgorithm, package_to_file_with};
 use super::error::ArtifactError;
 use super::ignore::IgnoreRules;
+use rflux_common::digest::VerifyError;
 
 /// Prefix of the temporary files written while archiving (see [`Storage::archive`]).
 pub const TEMP_PREFIX: &str = ".rflux-archive-";
@@ -278,25 +279,17 @@ impl Storage {
         })
     }
 
-    /// Joins a relative artifact path to the root, refusing anything that could leave it
-    /// (`..`, absolute paths are treated as relative to the root like Go's securejoin).
+    /// Joins a relative artifact path to the root, refusing anything that could leave it (a
+    /// `..` above the root) or names no file (empty, the root itself, a NUL byte); an absolute
+    /// path is taken as relative to the root.
     pub fn local_path(&self, rel_path: &str) -> Result<PathBuf, ArtifactError> {
-        let mut out = self.root.clone();
-        let mut depth = 0;
-        for c in Path::new(rel_path).components() {
-            match c {
-                Component::Normal(p) => {
-                    out.push(p);
-                    depth += 1;
-                }
-                Component::RootDir | Component::CurDir => {}
-                Component::ParentDir | Component::Prefix(_) => {
-                    return Err(ArtifactError::InvalidPath(rel_path.to_string()));
-                }
-            }
+        let invalid = || ArtifactError::InvalidPath(rel_path.to_string());
+        if rel_path.contains('\0') {
+            return Err(invalid());
         }
-        if depth == 0 || rel_path.contains('\0') {
-            return Err(ArtifactError::InvalidPath(rel_path.to_string()));
+        let out = rflux_core::strict_join(&self.root, rel_path).map_err(|_| invalid())?;
+        if out == self.root {
+            return Err(invalid());
         }
         Ok(out)
     }
@@ -394,18 +387,17 @@ impl Storage {
         if artifact.digest.is_empty() {
             return Err(ArtifactError::MissingDigest);
         }
-        let expected = Digest::parse(&artifact.digest)?;
+        let expected = Digest::parse(&artifact.digest)
+            .map_err(|e| ArtifactError::invalid_digest(&artifact.digest, e))?;
         let local = self.local_path(&artifact.path)?;
         let mut f = fs::File::open(&local).map_err(|e| ArtifactError::io("open", &local, e))?;
-        let actual = Digest::of_reader(expected.algorithm, &mut f)
-            .map_err(|e| ArtifactError::io("read", &local, e))?;
-        if actual.hex != expected.hex {
-            return Err(ArtifactError::DigestMismatch {
+        expected.verify_reader(&mut f).map_err(|e| match e {
+            VerifyError::Io(e) => ArtifactError::io("read", &local, e),
+            VerifyError::Mismatch(m) => ArtifactError::DigestMismatch {
                 expected: artifact.digest.clone(),
-                actual: actual.to_string(),
-            });
-        }
-        Ok(())
+                actual: m.actual.to_string(),
+            },
+        })
     }
 
     /// Lists the files garbage collection would delete for the object owning `current`.

@@ -1,5 +1,5 @@
-//! Credentials from `spec.secretRef` and `spec.proxySecretRef` (flux-spec §1.3), as pure
-//! functions over the Secret's data.
+//! Credentials from `spec.secretRef` and `spec.proxySecretRef`, as pure functions over the
+//! Secret's data.
 
 use std::collections::BTreeMap;
 

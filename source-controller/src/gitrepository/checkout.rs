@@ -44,19 +44,10 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> CheckoutError
     move |source| CheckoutError::Io { context, source }
 }
 
-/// Joins a relative, slash-separated path under `root`, refusing anything that could escape.
-pub fn secure_join(root: &Path, rel: &str) -> Result<PathBuf, CheckoutError> {
-    let mut out = root.to_path_buf();
-    for c in Path::new(rel).components() {
-        match c {
-            Component::Normal(p) => out.push(p),
-            Component::CurDir | Component::RootDir => {}
-            Component::ParentDir | Component::Prefix(_) => {
-                return Err(CheckoutError::IllegalPath(rel.to_string()));
-            }
-        }
-    }
-    Ok(out)
+/// Joins a relative, slash-separated path from a tree or an archive under `root`, refusing one
+/// that climbs above it.
+fn join_under(root: &Path, rel: &str) -> Result<PathBuf, CheckoutError> {
+    rflux_core::strict_join(root, rel).map_err(|_| CheckoutError::IllegalPath(rel.to_string()))
 }
 
 /// A submodule (gitlink) met while writing a tree: its path and the commit it pins.
@@ -87,7 +78,7 @@ pub fn write_tree(
             if mode == 0o120000 {
                 return Ok(());
             }
-            let target = secure_join(dir, path)?;
+            let target = join_under(dir, path)?;
             if let Some(parent) = target.parent() {
                 fs::create_dir_all(parent).map_err(io_err(format!("create dir for {path}")))?;
             }
@@ -98,7 +89,7 @@ pub fn write_tree(
             Ok(())
         }
         WalkEntry::Submodule { path, oid } => {
-            let target = secure_join(dir, path)?;
+            let target = join_under(dir, path)?;
             fs::create_dir_all(&target).map_err(io_err(format!("create dir {path}")))?;
             gitlinks.push(Gitlink {
                 path: path.to_string(),
@@ -112,7 +103,7 @@ pub fn write_tree(
         if trimmed.is_empty() || trimmed == "." {
             continue;
         }
-        if !secure_join(dir, trimmed)?.is_dir() {
+        if !join_under(dir, trimmed)?.is_dir() {
             return Err(CheckoutError::SparseMissing(s.clone()));
         }
     }
@@ -182,7 +173,7 @@ fn checkout_level(
                     url: shown.clone(),
                     source,
                 })?;
-            let target = secure_join(&dir, &link.path)?;
+            let target = join_under(&dir, &link.path)?;
             checkout_level(sub, sub_remote, target, Vec::new(), true, depth + 1).await?;
         }
         Ok(())
@@ -209,7 +200,7 @@ pub fn copy_include(
     dest_root: &Path,
     to_path: &str,
 ) -> Result<(), CheckoutError> {
-    let dest = secure_join(dest_root, to_path)?;
+    let dest = join_under(dest_root, to_path)?;
     // Replace what the checkout had at toPath (Flux copies over it).
     if dest != dest_root && dest.exists() {
         fs::remove_dir_all(&dest).map_err(io_err(format!("clear {to_path}")))?;
@@ -247,10 +238,10 @@ pub fn copy_include(
         let rel = comps[from.len()..].join("/");
         let kind = entry.header().entry_type();
         if kind.is_dir() {
-            fs::create_dir_all(secure_join(&dest, &rel)?)
+            fs::create_dir_all(join_under(&dest, &rel)?)
                 .map_err(io_err(format!("create {rel}")))?;
         } else if kind.is_file() && !rel.is_empty() {
-            let target = secure_join(&dest, &rel)?;
+            let target = join_under(&dest, &rel)?;
             if let Some(parent) = target.parent() {
                 fs::create_dir_all(parent).map_err(io_err(format!("create dir for {rel}")))?;
             }
@@ -277,11 +268,12 @@ mod tests {
     use crate::artifact::{IgnoreRules, package_dir};
 
     #[test]
-    fn secure_join_refuses_parent() {
+    fn join_under_refuses_climbing_above_the_root() {
         let root = Path::new("/r");
-        assert_eq!(secure_join(root, "a/./b").unwrap(), Path::new("/r/a/b"));
-        assert_eq!(secure_join(root, "/abs").unwrap(), Path::new("/r/abs"));
-        assert!(secure_join(root, "a/../../x").is_err());
+        assert_eq!(join_under(root, "a/./b").unwrap(), Path::new("/r/a/b"));
+        assert_eq!(join_under(root, "/abs").unwrap(), Path::new("/r/abs"));
+        let err = join_under(root, "a/../../x").unwrap_err();
+        assert_eq!(err.to_string(), "illegal path 'a/../../x'");
     }
 
     #[test]

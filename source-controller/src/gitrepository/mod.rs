@@ -3,10 +3,12 @@
 
 pub mod auth;
 pub mod checkout;
+pub mod context;
 pub mod controller;
 pub mod reconcile;
 pub mod refs;
 pub mod semver;
+mod stages;
 pub mod status;
 pub mod verify;
 

@@ -1,4 +1,5 @@
-//! Reference selection and revision strings (flux-spec §1.2 precedence, §1.4 revision format).
+//! Reference selection and revision strings: which reference field wins, and Flux's revision
+//! format.
 //!
 //! Pure: the caller lists the remote refs (`rflux_git::ls_refs`) with [`RefSelector::prefixes`]
 //! and hands them to [`RefSelector::resolve`].
@@ -56,7 +57,7 @@ impl Resolved {
     }
 }
 
-/// `<name>@sha1:<hex>`, or `sha1:<hex>` when `name` is empty (flux-spec §1.4).
+/// `<name>@sha1:<hex>`, or `sha1:<hex>` when `name` is empty (Flux's revision format).
 pub fn revision_string(name: &str, commit_hex: &str) -> String {
     if name.is_empty() {
         format!("sha1:{commit_hex}")

@@ -1,10 +1,12 @@
-//! Pure status/condition transitions of the GitRepository reconciler (flux-spec §1.6–§1.8).
+//! Pure status/condition transitions of the GitRepository reconciler: the conditions each stage
+//! sets, how a [`StageError`] is recorded, and the Ready summary at the end of a reconcile.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use rflux_common::api::gitrepository::{
     GitRepositorySpec, GitRepositoryStatus, GitVerificationMode,
 };
 use rflux_common::api::meta::{Artifact as ApiArtifact, revisions_equal};
+use rflux_common::runtime::StageError;
 use rflux_common::runtime::conditions::{
     self as cond, GIT_REPOSITORY_SUMMARY, READY, RECONCILING, STALLED, SUCCEEDED_REASON,
 };
@@ -31,53 +33,6 @@ pub const ARCHIVE_OPERATION_FAILED: &str = "ArchiveOperationFailed";
 pub const DIRECTORY_CREATION_FAILED: &str = "DirectoryCreationFailed";
 pub const VERIFICATION_ERROR: &str = "VerificationError";
 pub const PROGRESSING: &str = "Progressing";
-
-/// How a failed stage affects the result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// Retried with exponential backoff.
-    Generic,
-    /// Will not succeed without a spec change: Stalled, no requeue.
-    Stalling,
-    /// A dependency is missing: requeue after `--requeue-dependency`.
-    Waiting,
-}
-
-/// A failed stage: which condition to set, with which reason and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageError {
-    pub severity: Severity,
-    pub condition: &'static str,
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl StageError {
-    pub fn generic(condition: &'static str, reason: &'static str, message: String) -> Self {
-        StageError {
-            severity: Severity::Generic,
-            condition,
-            reason,
-            message,
-        }
-    }
-    pub fn stalling(condition: &'static str, reason: &'static str, message: String) -> Self {
-        StageError {
-            severity: Severity::Stalling,
-            condition,
-            reason,
-            message,
-        }
-    }
-    pub fn waiting(condition: &'static str, reason: &'static str, message: String) -> Self {
-        StageError {
-            severity: Severity::Waiting,
-            condition,
-            reason,
-            message,
-        }
-    }
-}
 
 /// `stored artifact for revision '<rev>'`.
 pub fn stored_message(revision: &str) -> String {
@@ -134,6 +89,59 @@ pub fn observed_fields_changed(spec: &GitRepositorySpec, status: &GitRepositoryS
             != status.observed_recurse_submodules.unwrap_or(false)
         || !sparse_same
         || !include_same
+}
+
+/// Whether the included artifacts differ from those the stored artifact was built with (their
+/// digests, or `spec.include` itself).
+pub fn includes_changed(
+    spec: &GitRepositorySpec,
+    status: &GitRepositoryStatus,
+    included: &[ApiArtifact],
+) -> bool {
+    if status.artifact.is_none() {
+        return false;
+    }
+    let stored = status.included_artifacts.as_deref().unwrap_or(&[]);
+    stored.len() != included.len()
+        || stored
+            .iter()
+            .zip(included)
+            .any(|(a, b)| a.digest != b.digest)
+        || observed_fields_changed(spec, status) && spec.include != status.observed_include
+}
+
+/// Every included artifact is available: `IncludeUnavailable` is cleared, and when they
+/// changed ([`includes_changed`]) the stored artifact is marked outdated.
+pub fn includes_available(
+    status: &mut GitRepositoryStatus,
+    spec: &GitRepositorySpec,
+    included: &[ApiArtifact],
+    generation: i64,
+    now: jiff::Timestamp,
+) {
+    cond::delete(
+        status.conditions.get_or_insert_with(Vec::new),
+        INCLUDE_UNAVAILABLE,
+    );
+    if !includes_changed(spec, status, included) {
+        return;
+    }
+    let msg = "included artifacts differ from last observed includes";
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    cond::mark_true(
+        conds,
+        ARTIFACT_OUTDATED,
+        INCLUDE_CHANGE,
+        msg,
+        Some(generation),
+        now,
+    );
+    progress(
+        status,
+        &format!("building artifact: {msg}"),
+        generation,
+        now,
+    );
 }
 
 /// Whether the stored artifact can be kept for `revision` (nothing content-affecting changed).
@@ -227,7 +235,7 @@ pub fn verification_failed(e: &super::verify::VerificationError) -> StageError {
     }
 }
 
-/// Step 5: `Reconciling=True` at the start of a reconcile. Returns true when the generation
+/// `Reconciling=True` at the start of a reconcile. Returns true when the generation
 /// changed (the caller then patches right away).
 pub fn begin(status: &mut GitRepositoryStatus, generation: i64, now: jiff::Timestamp) -> bool {
     let observed = status.observed_generation.unwrap_or(-1);
@@ -253,7 +261,7 @@ pub fn progress(
     cond::mark_reconciling(conds, PROGRESSING, msg, Some(generation), now);
 }
 
-/// The artifact vanished or failed verification: drop it (step 7).
+/// The artifact vanished from the storage or failed verification: drop it.
 pub fn artifact_missing(status: &mut GitRepositoryStatus, generation: i64, now: jiff::Timestamp) {
     status.artifact = None;
     let conds = status.conditions.get_or_insert_with(Vec::new);
@@ -383,7 +391,7 @@ pub fn record_failure(
     }
 }
 
-/// End of reconcile: summarise Ready (§1.8) and compute observedGeneration. `result` is `Ok` for
+/// End of reconcile: summarise Ready from the other conditions and compute observedGeneration. `result` is `Ok` for
 /// success (including no-op), the stage error otherwise.
 pub fn finish(
     status: &mut GitRepositoryStatus,
@@ -405,7 +413,7 @@ pub fn finish(
                 status.observed_generation = Some(generation);
             }
         }
-        Err(e) if e.severity == Severity::Stalling => {
+        Err(e) if e.severity.stalls() => {
             cond::mark_stalled(conds, e.reason, &e.message, Some(generation), now);
             status.observed_generation = Some(generation);
         }
@@ -428,6 +436,7 @@ pub fn had_failure(conditions: &[Condition]) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use rflux_common::runtime::Severity;
     use rflux_common::runtime::conditions::{KStatus, kstatus};
 
     fn now() -> jiff::Timestamp {
@@ -491,7 +500,7 @@ mod tests {
         let err = StageError::generic(
             FETCH_FAILED,
             GIT_OPERATION_FAILED,
-            "failed to checkout and determine revision: authentication failed".into(),
+            "failed to checkout and determine revision: authentication failed",
         );
         record_failure(&mut st, &err, 1, now());
         finish(&mut st, Err(&err), 1, None, now());
@@ -517,7 +526,7 @@ mod tests {
     fn stalling_error_sets_stalled_and_observed_generation() {
         let mut st = GitRepositoryStatus::default();
         begin(&mut st, 3, now());
-        let err = StageError::stalling(FETCH_FAILED, URL_INVALID, "failed to parse url".into());
+        let err = StageError::stalling(FETCH_FAILED, URL_INVALID, "failed to parse url");
         record_failure(&mut st, &err, 3, now());
         finish(&mut st, Err(&err), 3, None, now());
         let c = conds(&st);
@@ -603,7 +612,7 @@ mod tests {
         let err = StageError::generic(
             SOURCE_VERIFIED,
             "InvalidCommitSignature",
-            "signature verification of commit 'abc' failed: no".into(),
+            "signature verification of commit 'abc' failed: no",
         );
         record_failure(&mut st, &err, 2, now());
         finish(&mut st, Err(&err), 2, None, now());
@@ -644,6 +653,49 @@ mod tests {
         assert_eq!(
             cond::get_reason(c, SOURCE_VERIFIED),
             Some("InvalidVerificationMode")
+        );
+    }
+
+    #[test]
+    fn include_changes_mark_the_artifact_outdated() {
+        let spec = GitRepositorySpec::default();
+        let mut st = GitRepositoryStatus::default();
+        let inc = art("main@sha1:aaa");
+        // Without a stored artifact there is nothing to be outdated.
+        includes_available(&mut st, &spec, std::slice::from_ref(&inc), 1, now());
+        assert!(cond::get(conds(&st), ARTIFACT_OUTDATED).is_none());
+        artifact_stored(
+            &mut st,
+            &spec,
+            art("main@sha1:abc"),
+            vec![inc.clone()],
+            1,
+            now(),
+        );
+        // A previous IncludeUnavailable is cleared; the same includes change nothing.
+        cond::mark_true(
+            st.conditions.as_mut().unwrap(),
+            INCLUDE_UNAVAILABLE,
+            NO_ARTIFACT,
+            "no artifact available for include 'dep'",
+            Some(1),
+            now(),
+        );
+        includes_available(&mut st, &spec, std::slice::from_ref(&inc), 1, now());
+        assert!(cond::get(conds(&st), INCLUDE_UNAVAILABLE).is_none());
+        assert!(cond::get(conds(&st), ARTIFACT_OUTDATED).is_none());
+        // Another digest, or one include fewer, is a change.
+        assert!(includes_changed(&spec, &st, &[]));
+        let mut changed = inc.clone();
+        changed.digest = "sha256:11".into();
+        includes_available(&mut st, &spec, &[changed], 1, now());
+        assert_eq!(
+            cond::get_reason(conds(&st), ARTIFACT_OUTDATED),
+            Some(INCLUDE_CHANGE)
+        );
+        assert_eq!(
+            cond::get_message(conds(&st), RECONCILING),
+            Some("building artifact: included artifacts differ from last observed includes")
         );
     }
 

@@ -1,0 +1,208 @@
+//! What every stage shares: the reconciler's [`Context`] (clients, fetcher, flags), Flux's
+//! reasons, the errors that make the runner retry, and the status patch and event writers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Client, Config};
+use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::api::kustomization::{Kustomization, KustomizationStatus, ResourceInventory};
+use rflux_common::runtime::{EventRecorder, EventType};
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use super::client::{ClientError, impersonation_user, kubeconfig_from_secret, remote_config};
+use crate::fetch::ArtifactFetcher;
+use crate::ssa::{DeleteError, ObjectRef};
+use crate::tracker::Tracker;
+
+/// Controller name (event source, field manager owner).
+pub const CONTROLLER_NAME: &str = "kustomize-controller";
+/// Flux reasons (kustomize-controller's API package).
+pub const ARTIFACT_FAILED_REASON: &str = "ArtifactFailed";
+/// `kustomize build` or post-build substitution failed.
+pub const BUILD_FAILED_REASON: &str = "BuildFailed";
+/// A health check failed.
+pub const HEALTH_CHECK_FAILED_REASON: &str = "HealthCheckFailed";
+/// A dependency is not ready.
+pub const DEPENDENCY_NOT_READY_REASON: &str = "DependencyNotReady";
+/// Garbage collection failed.
+pub const PRUNE_FAILED_REASON: &str = "PruneFailed";
+/// A cross-namespace reference is forbidden.
+pub const ACCESS_DENIED_REASON: &str = "AccessDenied";
+/// The event annotation that carries the revision.
+pub const REVISION_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/revision";
+/// What the reconciler needs besides the object.
+pub struct Context {
+    /// The controller's own client (reads sources, dependencies, writes status).
+    pub client: Client,
+    /// The controller's client configuration, the base of impersonating clients.
+    pub config: Config,
+    /// Event recorder.
+    pub recorder: EventRecorder,
+    /// Artifact fetcher (with its cache).
+    pub fetcher: ArtifactFetcher,
+    /// `--interval-jitter-percentage`.
+    pub jitter_percentage: u8,
+    /// `--requeue-dependency`.
+    pub requeue_dependency: Duration,
+    /// `--no-cross-namespace-refs`.
+    pub no_cross_namespace_refs: bool,
+    /// `--default-service-account` (empty: the controller's own identity).
+    pub default_service_account: String,
+    /// `StrictPostBuildSubstitutions` feature gate.
+    pub strict_substitutions: bool,
+    /// `--override-manager`.
+    pub override_managers: Vec<String>,
+    /// `--custom-apply-stage-kinds`, parsed.
+    pub custom_stage_kinds: Vec<(String, String)>,
+    /// `AdditiveCELDependencyCheck` feature gate: a `dependsOn[].readyExpr` is checked in
+    /// addition to the built-in readiness rules instead of replacing them.
+    pub additive_cel_dependency_check: bool,
+    /// The applied-object tracker (local cluster only); `None` disables it.
+    pub tracker: Option<Arc<Tracker>>,
+    /// The GitRepository cache of the source watch, once it runs (a miss reads the API).
+    pub sources: OnceLock<Store<GitRepository>>,
+    /// `--concurrent` work slots: a reconcile holds one from its start until its health
+    /// check, which waits on the tracker's watches without holding it (the controller runs
+    /// reconciles with no other bound).
+    pub work_slots: Arc<Semaphore>,
+    /// Impersonating clients, by user name.
+    pub(super) clients: Mutex<HashMap<String, Client>>,
+}
+
+impl Context {
+    /// A context with the given parts and Flux's defaults for the rest.
+    pub fn new(
+        client: Client,
+        config: Config,
+        recorder: EventRecorder,
+        fetcher: ArtifactFetcher,
+    ) -> Self {
+        Context {
+            client,
+            config,
+            recorder,
+            fetcher,
+            jitter_percentage: 5,
+            requeue_dependency: Duration::from_secs(30),
+            no_cross_namespace_refs: false,
+            default_service_account: String::new(),
+            strict_substitutions: false,
+            override_managers: Vec::new(),
+            custom_stage_kinds: Vec::new(),
+            additive_cel_dependency_check: false,
+            tracker: None,
+            sources: OnceLock::new(),
+            work_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The client that applies, prunes and health-checks for `ks`: on the remote cluster of
+    /// `spec.kubeConfig.secretRef` when set, else the local one; impersonating its service
+    /// account (or the default one) on that cluster, else with the given identity.
+    pub(super) async fn apply_client(&self, ks: &Kustomization) -> Result<Client, ClientError> {
+        let ns = ks.namespace().unwrap_or_default();
+        let user = impersonation_user(
+            &ns,
+            ks.spec.service_account_name.as_deref(),
+            &self.default_service_account,
+        );
+        if let Some(secret_ref) = ks
+            .spec
+            .kube_config
+            .as_ref()
+            .and_then(|k| k.secret_ref.as_ref())
+        {
+            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+            let secret = secrets
+                .get(&secret_ref.name)
+                .await
+                .map_err(|e| ClientError::Secret(format!("{ns}/{}", secret_ref.name), e))?;
+            let text = kubeconfig_from_secret(&secret, secret_ref.key.as_deref())?;
+            let mut cfg = remote_config(&text).await?;
+            cfg.auth_info.impersonate = user;
+            // Remote clients are built per reconcile: the Secret may change at any time.
+            return Client::try_from(cfg).map_err(ClientError::Build);
+        }
+        let Some(user) = user else {
+            return Ok(self.client.clone());
+        };
+        let mut cache = match self.clients.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(c) = cache.get(&user) {
+            return Ok(c.clone());
+        }
+        let mut cfg = self.config.clone();
+        cfg.auth_info.impersonate = Some(user.clone());
+        let client = Client::try_from(cfg).map_err(ClientError::Build)?;
+        cache.insert(user, client.clone());
+        Ok(client)
+    }
+}
+
+/// Errors that make the runner retry with backoff (stage failures are reported in the status
+/// and requeued instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// Writing the status, finalizers or reading the object failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The object has no namespace.
+    #[error("Kustomization has no namespace")]
+    NoNamespace,
+    /// The client for the target cluster could not be built (the finalizer is kept).
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Garbage collection on deletion failed (the finalizer is kept).
+    #[error("finalizer: {0}")]
+    Finalize(#[source] DeleteError),
+}
+
+pub(super) fn inventory_refs(inv: Option<&ResourceInventory>) -> Vec<ObjectRef> {
+    inv.map(|i| {
+        i.entries
+            .iter()
+            .filter_map(|e| ObjectRef::from_entry(e).ok())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+pub(super) async fn patch_status(
+    api: &Api<Kustomization>,
+    name: &str,
+    status: &KustomizationStatus,
+) -> Result<(), kube::Error> {
+    let patch = json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+pub(super) async fn event(
+    ctx: &Context,
+    ks: &Kustomization,
+    t: EventType,
+    reason: &str,
+    msg: &str,
+    rev: &str,
+) {
+    let ann: Vec<(&str, &str)> = if rev.is_empty() {
+        Vec::new()
+    } else {
+        vec![(REVISION_ANNOTATION, rev)]
+    };
+    if let Err(e) = ctx.recorder.record(ks, t, reason, msg, &ann).await {
+        tracing::warn!(error = %e, "unable to record event");
+    }
+}

@@ -1,0 +1,198 @@
+//! Deletion of a Kustomization: Flux's `deletionPolicy` rules decide whether the inventory is
+//! garbage-collected (and waited for), then the finalizer is dropped.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use rflux_common::api::kustomization::{DeletionPolicy, Kustomization};
+use rflux_common::runtime::controller::no_requeue;
+use rflux_common::runtime::finalizers::{FLUX_FINALIZER, remove_finalizer};
+use rflux_common::runtime::{EventType, parse_go_duration};
+
+use super::context::{Context, PRUNE_FAILED_REASON, ReconcileError, event, inventory_refs};
+use crate::identity::owner_of;
+use crate::ssa::wait::{WaitError, wait_for_termination};
+use crate::ssa::{
+    Action as Change, ChangeSet, DeleteError, ObjectRef, Owner, Resolver, apply_order, delete_all,
+};
+
+/// Deletion: garbage-collect per `deletionPolicy`, then drop the finalizer.
+pub(super) async fn finalize_deleted(
+    ks: &Kustomization,
+    api: &Api<Kustomization>,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
+    if !ks.finalizers().iter().any(|f| f == FLUX_FINALIZER) {
+        return Ok(no_requeue());
+    }
+    let status = ks.status.clone().unwrap_or_default();
+    let refs = inventory_refs(status.inventory.as_ref());
+    let action = finalize_action(
+        ks.spec.deletion_policy(),
+        ks.spec.prune,
+        ks.spec.is_suspended(),
+        refs.is_empty(),
+    );
+    let timeout = parse_go_duration(ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval))
+        .unwrap_or(Duration::from_secs(300));
+    // Nothing to delete: no client is needed (a remote whose kubeconfig Secret is gone must not
+    // block the deletion).
+    if action != FinalizeAction::Orphan {
+        let client = ctx.apply_client(ks).await?;
+        let resolver = Resolver::new(client);
+        let rev = status.last_applied_revision.unwrap_or_default();
+        match finalize(&resolver, &refs, &owner_of(ks), action, timeout).await {
+            Ok(out) => {
+                if out.changes.has_changes() {
+                    event(
+                        ctx,
+                        ks,
+                        EventType::Normal,
+                        "Progressing",
+                        &out.changes.event_message(),
+                        &rev,
+                    )
+                    .await;
+                }
+                if let Some(e) = out.termination_error {
+                    let msg = format!("failed to wait for resources termination: {e}");
+                    event(ctx, ks, EventType::Warning, "TerminationFailed", &msg, &rev).await;
+                }
+            }
+            Err(e) => {
+                event(
+                    ctx,
+                    ks,
+                    EventType::Warning,
+                    PRUNE_FAILED_REASON,
+                    &e.to_string(),
+                    &rev,
+                )
+                .await;
+                return Err(ReconcileError::Finalize(e));
+            }
+        }
+    }
+    if let Some(t) = &ctx.tracker {
+        t.forget_owner(&(ks.namespace().unwrap_or_default(), ks.name_any()));
+    }
+    remove_finalizer(api, ks, FLUX_FINALIZER).await?;
+    Ok(no_requeue())
+}
+
+/// What the finalizer does with the applied objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalizeAction {
+    /// Leave them.
+    Orphan,
+    /// Delete them.
+    Delete,
+    /// Delete them and wait until they are gone.
+    DeleteAndWait,
+}
+
+/// Flux's finalizer rule: delete only when not suspended, the inventory is non-empty, and the
+/// policy is `Delete`/`WaitForTermination`, or `MirrorPrune` with `prune: true`.
+pub fn finalize_action(
+    policy: DeletionPolicy,
+    prune: bool,
+    suspended: bool,
+    inventory_empty: bool,
+) -> FinalizeAction {
+    if suspended || inventory_empty {
+        return FinalizeAction::Orphan;
+    }
+    match policy {
+        DeletionPolicy::Delete => FinalizeAction::Delete,
+        DeletionPolicy::WaitForTermination => FinalizeAction::DeleteAndWait,
+        DeletionPolicy::MirrorPrune if prune => FinalizeAction::Delete,
+        DeletionPolicy::MirrorPrune | DeletionPolicy::Orphan => FinalizeAction::Orphan,
+    }
+}
+
+/// What the finalizer did.
+#[derive(Debug)]
+pub struct FinalizeOutcome {
+    /// Deleted and skipped objects (empty when orphaned).
+    pub changes: ChangeSet,
+    /// For `WaitForTermination`: the wait failed (Flux logs it, emits
+    /// `failed to wait for resources termination`, and removes the finalizer anyway).
+    pub termination_error: Option<WaitError>,
+}
+
+/// The finalizer's garbage collection: deletes every inventory object owned by `owner`
+/// according to `action`, waiting for termination when asked (`timeout`). A deletion error is
+/// returned (the finalizer must be kept and the deletion retried).
+pub async fn finalize(
+    resolver: &Resolver,
+    inventory: &[ObjectRef],
+    owner: &Owner,
+    action: FinalizeAction,
+    timeout: std::time::Duration,
+) -> Result<FinalizeOutcome, DeleteError> {
+    if action == FinalizeAction::Orphan {
+        return Ok(FinalizeOutcome {
+            changes: ChangeSet::default(),
+            termination_error: None,
+        });
+    }
+    let mut ordered = inventory.to_vec();
+    ordered.sort_by(apply_order);
+    let changes = delete_all(resolver, &ordered, owner).await?;
+    let mut termination_error = None;
+    if action == FinalizeAction::DeleteAndWait {
+        let deleted: Vec<ObjectRef> = changes
+            .entries
+            .iter()
+            .filter(|e| e.action == Change::Deleted)
+            .map(|e| e.object.clone())
+            .collect();
+        if let Err(e) = wait_for_termination(resolver, &deleted, timeout).await {
+            termination_error = Some(e);
+        }
+    }
+    Ok(FinalizeOutcome {
+        changes,
+        termination_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizer_policies() {
+        use DeletionPolicy::*;
+        assert_eq!(
+            finalize_action(MirrorPrune, true, false, false),
+            FinalizeAction::Delete
+        );
+        assert_eq!(
+            finalize_action(MirrorPrune, false, false, false),
+            FinalizeAction::Orphan
+        );
+        assert_eq!(
+            finalize_action(Delete, false, false, false),
+            FinalizeAction::Delete
+        );
+        assert_eq!(
+            finalize_action(WaitForTermination, false, false, false),
+            FinalizeAction::DeleteAndWait
+        );
+        assert_eq!(
+            finalize_action(Orphan, true, false, false),
+            FinalizeAction::Orphan
+        );
+        assert_eq!(
+            finalize_action(Delete, true, true, false),
+            FinalizeAction::Orphan
+        );
+        assert_eq!(
+            finalize_action(Delete, true, false, true),
+            FinalizeAction::Orphan
+        );
+    }
+}

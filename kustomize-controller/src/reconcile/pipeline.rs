@@ -1,0 +1,416 @@
+//! One reconcile of a Kustomization, as Flux's kustomize-controller runs it: a short
+//! [`Pipeline::run`] that calls one function per stage, in order. Each stage returns a
+//! [`StageError`] (Flux's reason and message, how it is retried) or hands its result to the
+//! next; the conditions and status are derived from the outcome by [`super::status`].
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+use rflux_common::api::kustomization::{Kustomization, KustomizationStatus, ResourceInventory};
+use rflux_common::api::meta::Artifact;
+use rflux_common::runtime::conditions::{
+    self as cond, PROGRESSING_REASON, READY, RECONCILIATION_FAILED_REASON,
+};
+use rflux_common::runtime::{EventType, Severity, StageError, format_go_duration};
+use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::context::{
+    ARTIFACT_FAILED_REASON, BUILD_FAILED_REASON, Context, HEALTH_CHECK_FAILED_REASON,
+    PRUNE_FAILED_REASON, event, patch_status,
+};
+use super::source;
+use super::spec::{
+    NOT_IMPLEMENTED_REASON, UNSUPPORTED_FIELDS, apply_options, duration_of, health_check_refs,
+    overrides_from_spec, unsupported_fields, wait_targets,
+};
+use super::status::{Applied, manifests_digest, ready_at};
+use crate::cel::{HealthExprs, INVALID_CEL_EXPRESSION_REASON, TERMINAL_ERROR_MESSAGE};
+use crate::identity::owner_of;
+use crate::inventory;
+use crate::ssa::wait::{wait_for_applied, wait_for_with_reader};
+use crate::ssa::{
+    ChangeSet, ObjectRef, Resolver, StatusReader, apply_all_with, compile_ignore_rules, delete_all,
+};
+use crate::substitute::post_build;
+
+/// Artifact metadata key for the origin revision.
+const ORIGIN_REVISION_KEY: &str = "org.opencontainers.image.revision";
+
+/// The spec, checked before anything is fetched.
+struct Checked {
+    /// `spec.timeout` (or the interval).
+    timeout: Duration,
+    /// `spec.healthCheckExprs`, compiled.
+    health_exprs: HealthExprs,
+}
+
+/// What the apply stage leaves for the next ones.
+struct ApplyResult {
+    resolver: Resolver,
+    changes: ChangeSet,
+}
+
+/// The stages of one reconciliation and the state they build: the status (inventory,
+/// progress conditions) and the work slot, held from the artifact on.
+pub(super) struct Pipeline<'a> {
+    pub ks: &'a Kustomization,
+    pub ctx: &'a Context,
+    pub api: &'a Api<Kustomization>,
+    /// The status being built (its conditions are in `conds`).
+    pub status: KustomizationStatus,
+    /// The conditions being built.
+    pub conds: Vec<Condition>,
+    /// The `--concurrent` work slot.
+    slot: Option<OwnedSemaphorePermit>,
+}
+
+impl<'a> Pipeline<'a> {
+    pub fn new(ks: &'a Kustomization, ctx: &'a Context, api: &'a Api<Kustomization>) -> Self {
+        let mut status = ks.status.clone().unwrap_or_default();
+        let conds = status.conditions.take().unwrap_or_default();
+        Pipeline {
+            ks,
+            ctx,
+            api,
+            status,
+            conds,
+            slot: None,
+        }
+    }
+
+    /// source → dependsOn → fetch → build → substitute → apply → prune → health.
+    pub async fn run(&mut self) -> Result<Applied, StageError> {
+        let checked = self.check_spec()?;
+        let (source_ns, artifact) = self.source(checked.timeout).await?;
+        let revision = artifact.revision.clone();
+        let at = |e: StageError| e.at(&revision);
+        source::dependencies(self.ctx, self.ks, &source_ns, &revision)
+            .await
+            .map_err(at)?;
+        let dir = self.fetch(&artifact).await.map_err(at)?;
+        let objects = self
+            .build(dir.path(), &revision, checked.timeout)
+            .await
+            .map_err(at)?;
+        drop(dir);
+        let objects = self.substitute(objects).await.map_err(at)?;
+        let digest = manifests_digest(&objects);
+        let applied = self
+            .apply(objects, &revision, checked.timeout)
+            .await
+            .map_err(at)?;
+        let (inventory, pruned) = self.prune(&applied, &revision).await.map_err(at)?;
+        let healthy = self.health(&applied, &checked).await.map_err(at)?;
+        Ok(Applied {
+            changed: applied.changes.has_changes() || pruned,
+            origin_revision: artifact
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get(ORIGIN_REVISION_KEY).cloned()),
+            revision,
+            inventory,
+            digest,
+            healthy,
+        })
+    }
+
+    fn progress(&mut self, message: String) {
+        let generation = self.ks.meta().generation;
+        cond::mark_reconciling(
+            &mut self.conds,
+            PROGRESSING_REASON,
+            &message,
+            generation,
+            Timestamp::now(),
+        );
+    }
+
+    /// Stage: the spec. An invalid CEL health expression is terminal (Stalled
+    /// InvalidCELExpression) and checked first; fields this controller refuses stall it; fields
+    /// it accepts without acting on them are reported in the `UnsupportedFields` condition.
+    fn check_spec(&mut self) -> Result<Checked, StageError> {
+        let spec = &self.ks.spec;
+        let health_exprs = HealthExprs::compile(
+            spec.health_check_exprs.as_deref().unwrap_or_default(),
+        )
+        .map_err(|e| {
+            StageError::stalling(
+                READY,
+                INVALID_CEL_EXPRESSION_REASON,
+                format!("{TERMINAL_ERROR_MESSAGE}: {e}"),
+            )
+        })?;
+        let (refused, warned) = unsupported_fields(spec);
+        if warned.is_empty() {
+            cond::delete(&mut self.conds, UNSUPPORTED_FIELDS);
+        } else {
+            let list: Vec<String> = warned.iter().map(|f| format!("spec.{f}")).collect();
+            let message = format!(
+                "{} accepted but not acted on by this controller yet",
+                list.join(", ")
+            );
+            tracing::warn!(fields = ?warned, "{message}");
+            cond::mark_true(
+                &mut self.conds,
+                UNSUPPORTED_FIELDS,
+                NOT_IMPLEMENTED_REASON,
+                &message,
+                self.ks.meta().generation,
+                Timestamp::now(),
+            );
+        }
+        if !refused.is_empty() {
+            let list: Vec<String> = refused.iter().map(|f| format!("spec.{f}")).collect();
+            return Err(StageError::stalling(
+                READY,
+                RECONCILIATION_FAILED_REASON,
+                format!("{} not supported by this controller yet", list.join(", ")),
+            ));
+        }
+        let timeout = duration_of("timeout", spec.timeout.as_deref().unwrap_or(&spec.interval))?;
+        duration_of("interval", &spec.interval)?;
+        duration_of("retryInterval", spec.retry_interval())?;
+        Ok(Checked {
+            timeout,
+            health_exprs,
+        })
+    }
+
+    /// Stage: the source. Waiting for one holds no work slot; the rest of the pipeline does.
+    /// A first (or new) revision is announced on the Reconciling condition.
+    async fn source(&mut self, timeout: Duration) -> Result<(String, Artifact), StageError> {
+        let (source_ns, artifact) = source::source(self.ctx, self.ks).await?;
+        self.slot = self.ctx.work_slots.clone().acquire_owned().await.ok();
+        let revision = &artifact.revision;
+        self.progress(format!(
+            "Fetching manifests for revision {revision} with a timeout of {}",
+            format_go_duration(timeout)
+        ));
+        // A re-run of the applied revision of a Ready Kustomization does not announce itself:
+        // most change nothing, and the final status follows in milliseconds.
+        if !ready_at(self.ks, revision) {
+            self.status.conditions = Some(self.conds.clone());
+            if let Err(e) = patch_status(self.api, &self.ks.name_any(), &self.status).await {
+                tracing::warn!(error = %e, "unable to record progress");
+            }
+            self.status.conditions = None;
+        }
+        Ok((source_ns, artifact))
+    }
+
+    /// Stage: fetch. Downloads the artifact (digest verified, cached) into a fresh directory.
+    async fn fetch(&self, artifact: &Artifact) -> Result<tempfile::TempDir, StageError> {
+        let failed = |message: String| StageError::generic(READY, ARTIFACT_FAILED_REASON, message);
+        // A working copy under this controller's run directory: a crashed reconcile's copy is
+        // swept at the next start-up.
+        let dir = self
+            .ctx
+            .fetcher
+            .work_dir()
+            .map_err(|e| failed(format!("failed to create temp dir: {e}")))?;
+        self.ctx
+            .fetcher
+            .fetch_into(&artifact.url, &artifact.digest, dir.path())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(dir)
+    }
+
+    /// Stage: build, on a blocking thread. Like Flux, a missing path is an artifact failure,
+    /// found before building.
+    async fn build(
+        &mut self,
+        root: &Path,
+        revision: &str,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, StageError> {
+        let path = self.ks.spec.path.clone().unwrap_or_else(|| "./".into());
+        let build_dir = rflux_core::secure_join(root, &path);
+        if !build_dir.exists() {
+            return Err(StageError::generic(
+                READY,
+                ARTIFACT_FAILED_REASON,
+                format!(
+                    "kustomization path not found: stat {}: no such file or directory",
+                    build_dir.display()
+                ),
+            ));
+        }
+        // Flux reports each stage on the Reconciling condition; a failure keeps the last one.
+        self.progress(format!(
+            "Building manifests for revision {revision} with a timeout of {}",
+            format_go_duration(timeout)
+        ));
+        let overrides = overrides_from_spec(&self.ks.spec);
+        let root: PathBuf = root.to_path_buf();
+        let failed = |message: String| StageError::generic(READY, BUILD_FAILED_REASON, message);
+        // The build's own budget: `spec.timeout`, and the engine's caps on objects, bytes and
+        // depth (a hostile tree ends in a BuildFailed, not a stuck work slot).
+        let budget = rflux_kustomize::Budget {
+            timeout,
+            ..rflux_kustomize::Budget::default()
+        };
+        let built = tokio::task::spawn_blocking(move || {
+            rflux_kustomize::build_flux_with(&root, Path::new(&path), &overrides, &budget)
+        })
+        .await
+        .map_err(|e| failed(format!("build task failed: {e}")))?
+        .map_err(|e| failed(e.to_string()))?;
+        Ok(built.into_iter().map(|r| r.obj).collect())
+    }
+
+    /// Stage: post-build substitution (`spec.postBuild`).
+    async fn substitute(&self, objects: Vec<Value>) -> Result<Vec<Value>, StageError> {
+        let ns = self.ks.namespace().unwrap_or_default();
+        post_build(
+            &self.ctx.client,
+            &ns,
+            self.ks.spec.post_build.as_ref(),
+            objects,
+            self.ctx.strict_substitutions,
+        )
+        .await
+        .map_err(|e| StageError::generic(READY, BUILD_FAILED_REASON, e.to_string()))
+    }
+
+    /// Stage: server-side apply, in Flux's stages, as the tenant's service account (on the
+    /// remote cluster of `spec.kubeConfig` when set).
+    async fn apply(
+        &mut self,
+        objects: Vec<Value>,
+        revision: &str,
+        timeout: Duration,
+    ) -> Result<ApplyResult, StageError> {
+        self.progress(format!(
+            "Detecting drift for revision {revision} with a timeout of {}",
+            format_go_duration(timeout)
+        ));
+        let client = self.ctx.apply_client(self.ks).await.map_err(|e| {
+            let severity = if e.is_refused() {
+                Severity::Misconfigured
+            } else {
+                Severity::Generic
+            };
+            StageError::new(severity, READY, RECONCILIATION_FAILED_REASON, e.to_string())
+        })?;
+        let ignore = compile_ignore_rules(self.ks.spec.ignore.as_deref().unwrap_or_default())
+            .map_err(|e| {
+                StageError::stalling(
+                    READY,
+                    RECONCILIATION_FAILED_REASON,
+                    format!("invalid spec.ignore: {e}"),
+                )
+            })?;
+        let opts = apply_options(self.ctx, self.ks, timeout, ignore);
+        let resolver = Resolver::new(client);
+        let changes = apply_all_with(&resolver, objects, &opts)
+            .await
+            .map_err(|e| StageError::generic(READY, RECONCILIATION_FAILED_REASON, e.to_string()))?;
+        self.changes_event(&changes, revision).await;
+        Ok(ApplyResult { resolver, changes })
+    }
+
+    /// Stage: prune what the previous inventory has and this one does not (`spec.prune`).
+    /// The new inventory is recorded even when a later stage fails (the objects exist);
+    /// objects whose deletion failed stay in it. Returns the inventory and whether anything
+    /// was deleted.
+    async fn prune(
+        &mut self,
+        applied: &ApplyResult,
+        revision: &str,
+    ) -> Result<(ResourceInventory, bool), StageError> {
+        let mut new_inventory = inventory::build(applied.changes.objects());
+        let owner = owner_of(self.ks);
+        if let Some(t) = &self.ctx.tracker {
+            let keep: Vec<ObjectRef> = applied.changes.objects().cloned().collect();
+            t.retain(&(owner.namespace.clone(), owner.name.clone()), &keep);
+        }
+        let failed = |message: String| StageError::generic(READY, PRUNE_FAILED_REASON, message);
+        let mut pruned = false;
+        if self.ks.spec.prune
+            && let Some(old) = self.status.inventory.as_ref()
+        {
+            let stale = inventory::diff(old, &new_inventory).map_err(|e| failed(e.to_string()))?;
+            if !stale.is_empty() {
+                match delete_all(&applied.resolver, &stale, &owner).await {
+                    Ok(deleted) => {
+                        pruned = deleted.has_changes();
+                        self.changes_event(&deleted, revision).await;
+                    }
+                    Err(e) => {
+                        inventory::merge_back(&mut new_inventory, &e.not_deleted);
+                        self.status.inventory = Some(new_inventory);
+                        return Err(failed(e.to_string()));
+                    }
+                }
+            }
+        }
+        self.status.inventory = Some(new_inventory.clone());
+        Ok((new_inventory, pruned))
+    }
+
+    /// Stage: health. `wait: true` waits for everything applied (from the tracker's watches,
+    /// holding no work slot, when it has them all), else for `spec.healthChecks`. Returns the
+    /// `Healthy` message, `None` when nothing was checked.
+    async fn health(
+        &mut self,
+        applied: &ApplyResult,
+        checked: &Checked,
+    ) -> Result<Option<String>, StageError> {
+        let spec = &self.ks.spec;
+        let owner = owner_of(self.ks);
+        let targets: Vec<ObjectRef> = if spec.wait() {
+            wait_targets(&applied.changes, &owner)
+        } else {
+            health_check_refs(spec, &owner.namespace)
+        };
+        if targets.is_empty() {
+            return Ok(None);
+        }
+        let owner_key = (owner.namespace.clone(), owner.name.clone());
+        let reader: Option<&dyn StatusReader> =
+            (!checked.health_exprs.is_empty()).then_some(&checked.health_exprs);
+        let watched = self.ctx.tracker.as_ref().filter(|t| {
+            spec.wait()
+                && spec.kube_config.is_none()
+                && reader.is_none()
+                && t.covers(&owner_key, &targets)
+        });
+        let started = Instant::now();
+        let waited = if let Some(t) = watched {
+            // Waiting holds no work slot.
+            self.slot.take();
+            t.wait_current(&owner_key, &targets, checked.timeout).await
+        } else if spec.wait() {
+            wait_for_applied(&applied.resolver, &targets, checked.timeout, reader).await
+        } else {
+            wait_for_with_reader(&applied.resolver, &targets, checked.timeout, reader).await
+        };
+        waited
+            .map_err(|e| StageError::generic(READY, HEALTH_CHECK_FAILED_REASON, e.to_string()))?;
+        Ok(Some(format!(
+            "Health check passed in {}",
+            format_go_duration(started.elapsed())
+        )))
+    }
+
+    /// Flux's Progressing event listing what an apply or prune changed.
+    async fn changes_event(&self, changes: &ChangeSet, revision: &str) {
+        if changes.has_changes() {
+            event(
+                self.ctx,
+                self.ks,
+                EventType::Normal,
+                PROGRESSING_REASON,
+                &changes.event_message(),
+                revision,
+            )
+            .await;
+        }
+    }
+}

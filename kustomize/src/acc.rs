@@ -1,0 +1,245 @@
+//! What a kustomization accumulates (its objects, transformer configuration and vars) and the
+//! state shared by the whole build.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::error::{KustomizeError, Result};
+use crate::fieldspec::TransformerConfig;
+use crate::generator::{Behavior, Generated};
+use crate::item::{Item, id_string};
+use crate::kustomization::Kustomization;
+use crate::patch::Schema;
+use crate::resource::ResId;
+use crate::scope::effective;
+use crate::transform::set_meta;
+
+/// State shared by the whole build.
+pub(crate) struct Ctx {
+    /// The schema strategic merges use. Like in kustomize, an `openAPI:` field replaces it and
+    /// `crds:` entries extend it for the rest of the build.
+    schema: Schema,
+    /// Counts changes of `schema`: a base built under one schema is not reused under another.
+    schema_gen: u64,
+    /// The directory of the kustomization being built (origin paths are relative to it).
+    pub root: PathBuf,
+}
+
+impl Ctx {
+    pub(crate) fn new(root: PathBuf) -> Self {
+        Ctx {
+            schema: Schema::builtin(),
+            schema_gen: 0,
+            root,
+        }
+    }
+
+    pub(crate) fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    pub(crate) fn schema_gen(&self) -> u64 {
+        self.schema_gen
+    }
+
+    pub(crate) fn replace_schema(&mut self, schema: Schema) {
+        self.schema = schema;
+        self.schema_gen += 1;
+    }
+
+    pub(crate) fn schema_mut(&mut self) -> &mut Schema {
+        self.schema_gen += 1;
+        &mut self.schema
+    }
+}
+
+/// Resources plus what travels up with them from a kustomization.
+#[derive(Debug, Clone)]
+pub(crate) struct Acc {
+    pub items: Vec<Item>,
+    /// Shared until a `configurations:` file extends it.
+    pub config: Arc<TransformerConfig>,
+    pub vars: Vec<Value>,
+}
+
+impl Acc {
+    pub(crate) fn new() -> Self {
+        Acc {
+            items: Vec::new(),
+            config: TransformerConfig::shared_builtin(),
+            vars: Vec::new(),
+        }
+    }
+
+    pub(crate) fn append(&mut self, item: Item) -> Result<()> {
+        self.append_all(vec![item])
+    }
+
+    /// Appends items, refusing any whose id is already present (one hash set per call, so
+    /// loading a file is linear in its size).
+    pub(crate) fn append_all(&mut self, items: Vec<Item>) -> Result<()> {
+        let mut seen: HashSet<ResId> = self.items.iter().map(|x| effective(x.res.id())).collect();
+        for item in items {
+            let id = item.res.id();
+            if !seen.insert(effective(id.clone())) {
+                return Err(KustomizeError::DuplicateId { id: id_string(&id) });
+            }
+            self.items.push(item);
+        }
+        Ok(())
+    }
+
+    /// Takes in what a base accumulated.
+    pub(crate) fn absorb(&mut self, other: Acc) -> Result<()> {
+        self.append_all(other.items)?;
+        self.merge_config(&other.config);
+        self.vars.extend(other.vars);
+        Ok(())
+    }
+
+    /// Adds a configuration read from a `configurations:` file.
+    pub(crate) fn add_configuration(&mut self, tc: &TransformerConfig) {
+        Arc::make_mut(&mut self.config).merge(tc);
+    }
+
+    /// Merges another accumulator's configuration into this one. Every configuration is the
+    /// built-in one extended by merges, and merging only appends what is missing, so merging
+    /// the built-in one changes nothing and merging into the built-in one gives the other.
+    fn merge_config(&mut self, other: &Arc<TransformerConfig>) {
+        if Arc::ptr_eq(&self.config, other) {
+            return;
+        }
+        let builtin = TransformerConfig::shared_builtin();
+        if Arc::ptr_eq(other, &builtin) {
+            return;
+        }
+        if Arc::ptr_eq(&self.config, &builtin) {
+            self.config = Arc::clone(other);
+            return;
+        }
+        Arc::make_mut(&mut self.config).merge(other);
+    }
+
+    /// Adds a generated ConfigMap or Secret, creating, merging or replacing as its behavior
+    /// says.
+    pub(crate) fn absorb_generated(
+        &mut self,
+        k: &Kustomization,
+        g: Generated,
+        origin: String,
+    ) -> Result<()> {
+        let mut item = Item::new(g.obj);
+        item.origin = Some(origin);
+        item.needs_hash = g.needs_hash;
+        let id = item.res.id();
+        let pos = self.items.iter().position(|x| x.matches_any_id(&id));
+        match (g.behavior, pos) {
+            (Behavior::Create, None) => self.append(item),
+            (Behavior::Create, Some(_)) => Err(KustomizeError::DuplicateId { id: id_string(&id) }),
+            (_, None) => Err(KustomizeError::Generator {
+                file: k.file.clone(),
+                name: id.name.clone(),
+                message: format!(
+                    "id {} does not exist; cannot merge or replace",
+                    id_string(&id)
+                ),
+            }),
+            (behavior, Some(i)) => {
+                merge_generated(&mut self.items[i], item, behavior);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Merges (or replaces) a generated object into the existing one of the same id.
+fn merge_generated(old: &mut Item, item: Item, behavior: Behavior) {
+    let new_obj = item.res.obj;
+    for field in ["labels", "annotations"] {
+        if let Some(Value::Object(add)) = new_obj.pointer(&format!("/metadata/{field}")) {
+            let mut merged = match old.res.obj.pointer(&format!("/metadata/{field}")) {
+                Some(Value::Object(m)) => m.clone(),
+                _ => Map::new(),
+            };
+            for (kk, v) in add {
+                merged.insert(kk.clone(), v.clone());
+            }
+            set_meta(&mut old.res.obj, field, Value::Object(merged));
+        }
+    }
+    for field in ["data", "binaryData"] {
+        let new_part = new_obj.get(field).cloned();
+        let Value::Object(o) = &mut old.res.obj else {
+            continue;
+        };
+        match behavior {
+            Behavior::Replace => {
+                match new_part {
+                    Some(v) => o.insert(field.to_string(), v),
+                    None => o.remove(field),
+                };
+            }
+            _ => {
+                if let Some(Value::Object(add)) = new_part {
+                    let entry = o
+                        .entry(field.to_string())
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(m) = entry {
+                        for (kk, v) in add {
+                            m.insert(kk, v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // the new object replaces the old one except for merged metadata and data
+    if let Value::Object(o) = &mut old.res.obj {
+        for field in ["immutable", "type"] {
+            match new_obj.get(field) {
+                Some(v) => o.insert(field.to_string(), v.clone()),
+                None => o.remove(field),
+            };
+        }
+    }
+    old.needs_hash = item.needs_hash;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fieldspec::FieldSpec;
+
+    #[test]
+    fn configurations_merge_like_before_sharing() {
+        let extra = TransformerConfig {
+            name_prefix: vec![FieldSpec::new("", "", "X", "spec/x", false)],
+            ..Default::default()
+        };
+        let mut with_extra = Acc::new();
+        with_extra.add_configuration(&extra);
+        // Merging into a plain accumulator gives the extended configuration ...
+        let mut a = Acc::new();
+        a.absorb(with_extra.clone()).unwrap();
+        let mut expected = TransformerConfig::builtin();
+        expected.merge(&extra);
+        assert_eq!(a.config.name_prefix, expected.name_prefix);
+        // ... merging a plain one into an extended one keeps it ...
+        let mut b = with_extra.clone();
+        b.absorb(Acc::new()).unwrap();
+        assert_eq!(b.config.name_prefix, expected.name_prefix);
+        // ... and two different extensions are both kept, in order.
+        let other = TransformerConfig {
+            name_prefix: vec![FieldSpec::new("", "", "Y", "spec/y", false)],
+            ..Default::default()
+        };
+        let mut c = Acc::new();
+        c.add_configuration(&other);
+        b.absorb(c).unwrap();
+        expected.merge(&other);
+        assert_eq!(b.config.name_prefix, expected.name_prefix);
+    }
+}

@@ -1,0 +1,96 @@
+//! Reading resource files into items: every document of the file, `List` objects flattened.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::{KustomizeError, Result};
+use crate::item::Item;
+use crate::loader::Loader;
+use crate::yaml::{PathSeg, parse_stream_tracked};
+
+/// `path` relative to the directory `base` (both absolute, symlinks resolved).
+pub(crate) fn relative_to(base: &Path, path: &Path) -> String {
+    let b: Vec<_> = base.components().collect();
+    let p: Vec<_> = path.components().collect();
+    let common = b.iter().zip(&p).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &p[common..] {
+        out.push(c.as_os_str());
+    }
+    out.display().to_string()
+}
+
+/// Reads a resource file into items; the objects count against the build's budget.
+pub(crate) fn load_items(ldr: &Loader, entry: &str) -> Result<Vec<Item>> {
+    let (path, text) = ldr.read_text(entry)?;
+    let origin = path.display().to_string();
+    let mut out = Vec::new();
+    for doc in parse_stream_tracked(&text, &origin)? {
+        flatten(doc.value, doc.empty_values, &origin, &path, &mut out)?;
+    }
+    ldr.meter().add_resources(out.len())?;
+    Ok(out)
+}
+
+/// Reads a resource file: every document, `List` kinds flattened.
+pub(crate) fn load_objects(ldr: &Loader, entry: &str) -> Result<Vec<Value>> {
+    Ok(load_items(ldr, entry)?
+        .into_iter()
+        .map(|i| i.res.obj)
+        .collect())
+}
+
+fn flatten(
+    doc: Value,
+    empties: Vec<Vec<PathSeg>>,
+    origin: &str,
+    path: &Path,
+    out: &mut Vec<Item>,
+) -> Result<()> {
+    let invalid = |m: String| KustomizeError::InvalidResource {
+        file: path.to_path_buf(),
+        origin: origin.to_string(),
+        message: m,
+    };
+    let Value::Object(_) = &doc else {
+        return Err(invalid(format!("expected a mapping, got {doc}")));
+    };
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind.ends_with("List") && doc.get("items").is_some() {
+        if let Some(Value::Array(items)) = doc.get("items") {
+            for (i, it) in items.clone().into_iter().enumerate() {
+                let sub: Vec<Vec<PathSeg>> = empties
+                    .iter()
+                    .filter(|p| {
+                        p.len() > 2
+                            && p[0] == PathSeg::Key("items".into())
+                            && p[1] == PathSeg::Index(i)
+                    })
+                    .map(|p| p[2..].to_vec())
+                    .collect();
+                flatten(it, sub, origin, path, out)?;
+            }
+        }
+        return Ok(());
+    }
+    if kind.is_empty() {
+        return Err(invalid("missing 'kind'".to_string()));
+    }
+    if doc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err(invalid(format!(
+            "missing metadata.name in object of kind '{kind}'"
+        )));
+    }
+    let mut item = Item::new(doc);
+    item.empty_values = empties;
+    out.push(item);
+    Ok(())
+}
