@@ -89,15 +89,17 @@ impl Requirement {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector(Vec<Requirement>);
 
-/// Splits on the commas that are not inside a `(...)` list.
-fn split_top_level(expr: &str) -> Vec<&str> {
+/// Splits on the commas that are not inside a `(...)` list. A `)` without its `(` either
+/// counts as nothing (`strict == false`) or leaves the rest in one term, which strict parsing
+/// then rejects (`strict == true`).
+fn split_terms(expr: &str, strict: bool) -> Vec<&str> {
     let mut parts = Vec::new();
-    let mut depth = 0usize;
+    let mut depth = 0i64;
     let mut start = 0;
     for (i, c) in expr.char_indices() {
         match c {
             '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
+            ')' if strict || depth > 0 => depth -= 1,
             ',' if depth == 0 => {
                 parts.push(&expr[start..i]);
                 start = i + 1;
@@ -150,27 +152,6 @@ fn parse_term(term: &str) -> Result<Requirement, SelectorParseError> {
         return Err(SelectorParseError::InvalidKey(term.to_string()));
     }
     Ok(req)
-}
-
-/// Splits on the commas outside parentheses for strict parsing: a `)` without its `(` opens no
-/// new term, so everything after it up to the end stays in one (invalid) term.
-fn split_strict(expr: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut depth = 0i64;
-    let mut start = 0;
-    for (i, c) in expr.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&expr[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&expr[start..]);
-    parts
 }
 
 /// `key in (a,b)` / `key notin(a,b)` for strict parsing; `None` when `term` is not one (a term
@@ -231,7 +212,7 @@ impl LabelSelector {
         if expr.trim().is_empty() {
             return Ok(LabelSelector::default());
         }
-        split_strict(expr)
+        split_terms(expr, true)
             .into_iter()
             .map(|term| {
                 let term = term.trim();
@@ -246,7 +227,7 @@ impl LabelSelector {
 
     /// Parses a selector expression; the empty expression matches everything.
     pub fn parse(expr: &str) -> Result<Self, SelectorParseError> {
-        split_top_level(expr)
+        split_terms(expr, false)
             .into_iter()
             .map(str::trim)
             .filter(|t| !t.is_empty())

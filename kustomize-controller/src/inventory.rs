@@ -7,9 +7,6 @@ use rflux_common::api::kustomization::{ObjMetadata, ResourceInventory, ResourceR
 
 use crate::ssa::{ObjectError, ObjectRef, apply_order};
 
-/// The API-version split, at its former path.
-pub use rflux_core::split_api_version;
-
 /// Builds an inventory from applied objects, in the given (apply) order, without duplicates.
 pub fn build<'a>(objects: impl IntoIterator<Item = &'a ObjectRef>) -> ResourceInventory {
     let mut seen = HashSet::new();

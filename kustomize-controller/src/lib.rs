@@ -19,6 +19,3 @@ pub mod source_watch;
 pub mod ssa;
 pub mod substitute;
 pub mod tracker;
-
-/// The kstatus rules, at their former path.
-pub use ssa::kstatus;

@@ -466,10 +466,10 @@ fn the_three_health_expressions_share_one_budget() {
     // 2 x 30000 iterations: within the limit.
     let (r, err) = ev.compute(&obj(30_000));
     assert_eq!(err, None);
-    assert_eq!(r.status, kustomize_controller::kstatus::Status::Current);
+    assert_eq!(r.status, kustomize_controller::ssa::Status::Current);
     // 2 x 60000: each expression alone is within the limit, both together are not.
     let (r, err) = ev.compute(&obj(60_000));
-    assert_eq!(r.status, kustomize_controller::kstatus::Status::Unknown);
+    assert_eq!(r.status, kustomize_controller::ssa::Status::Unknown);
     let err = err.unwrap();
     assert!(
         err == format!(

@@ -33,8 +33,8 @@ use cel::{Context, Env, Value as CelValue};
 use rflux_common::api::kustomization::CustomHealthCheck;
 use serde_json::Value;
 
-use crate::inventory::split_api_version;
-use crate::kstatus::{Status, StatusResult};
+use crate::ssa::kstatus::{Status, StatusResult};
+use rflux_core::split_api_version;
 
 pub use meter::{
     EVAL_TIMEOUT, EvalLimits, Exceeded, MAX_EVAL_BYTES, MAX_ITERATIONS, MAX_PATTERN_LENGTH,

@@ -38,9 +38,6 @@ use error::io_err;
 use untar::remove_tree;
 use workdir::RunDir;
 
-/// The digest of an artifact (the former name of [`Digest`] here).
-pub type ArtifactDigest = Digest;
-
 /// Flux's `--http-retry` default.
 pub const DEFAULT_RETRIES: u32 = 9;
 

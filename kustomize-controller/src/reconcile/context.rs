@@ -78,6 +78,14 @@ pub struct Context {
 }
 
 impl Context {
+    /// The applied-object tracker for `ks`: it watches the local cluster only, so a
+    /// Kustomization that applies to a remote one (`spec.kubeConfig`) has none.
+    pub(super) fn tracker_for(&self, ks: &Kustomization) -> Option<&Arc<Tracker>> {
+        self.tracker
+            .as_ref()
+            .filter(|_| ks.spec.kube_config.is_none())
+    }
+
     /// A context with the given parts and Flux's defaults for the rest.
     pub fn new(
         client: Client,

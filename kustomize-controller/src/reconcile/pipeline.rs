@@ -34,7 +34,8 @@ use crate::identity::owner_of;
 use crate::inventory;
 use crate::ssa::wait::{wait_for_applied, wait_for_with_reader};
 use crate::ssa::{
-    ChangeSet, ObjectRef, Resolver, StatusReader, apply_all_with, compile_ignore_rules, delete_all,
+    ChangeSet, ObjectRef, Owner, Resolver, StatusReader, apply_all_with, compile_ignore_rules,
+    delete_all,
 };
 use crate::substitute::post_build;
 
@@ -65,6 +66,8 @@ pub(super) struct Pipeline<'a> {
     pub status: KustomizationStatus,
     /// The conditions being built.
     pub conds: Vec<Condition>,
+    /// The owner of what this Kustomization applies.
+    owner: Owner,
     /// The `--concurrent` work slot.
     slot: Option<OwnedSemaphorePermit>,
 }
@@ -79,6 +82,7 @@ impl<'a> Pipeline<'a> {
             api,
             status,
             conds,
+            owner: owner_of(ks),
             slot: None,
         }
     }
@@ -306,7 +310,7 @@ impl<'a> Pipeline<'a> {
                     format!("invalid spec.ignore: {e}"),
                 )
             })?;
-        let opts = apply_options(self.ctx, self.ks, timeout, ignore);
+        let opts = apply_options(self.ctx, self.ks, self.owner.clone(), timeout, ignore);
         let resolver = Resolver::new(client);
         let changes = apply_all_with(&resolver, objects, &opts)
             .await
@@ -325,8 +329,8 @@ impl<'a> Pipeline<'a> {
         revision: &str,
     ) -> Result<(ResourceInventory, bool), StageError> {
         let mut new_inventory = inventory::build(applied.changes.objects());
-        let owner = owner_of(self.ks);
-        if let Some(t) = &self.ctx.tracker {
+        let owner = &self.owner;
+        if let Some(t) = self.ctx.tracker_for(self.ks) {
             let keep: Vec<ObjectRef> = applied.changes.objects().cloned().collect();
             t.retain(&(owner.namespace.clone(), owner.name.clone()), &keep);
         }
@@ -337,7 +341,7 @@ impl<'a> Pipeline<'a> {
         {
             let stale = inventory::diff(old, &new_inventory).map_err(|e| failed(e.to_string()))?;
             if !stale.is_empty() {
-                match delete_all(&applied.resolver, &stale, &owner).await {
+                match delete_all(&applied.resolver, &stale, owner).await {
                     Ok(deleted) => {
                         pruned = deleted.has_changes();
                         self.changes_event(&deleted, revision).await;
@@ -363,9 +367,9 @@ impl<'a> Pipeline<'a> {
         checked: &Checked,
     ) -> Result<Option<String>, StageError> {
         let spec = &self.ks.spec;
-        let owner = owner_of(self.ks);
+        let owner = &self.owner;
         let targets: Vec<ObjectRef> = if spec.wait() {
-            wait_targets(&applied.changes, &owner)
+            wait_targets(&applied.changes, owner)
         } else {
             health_check_refs(spec, &owner.namespace)
         };
@@ -375,12 +379,10 @@ impl<'a> Pipeline<'a> {
         let owner_key = (owner.namespace.clone(), owner.name.clone());
         let reader: Option<&dyn StatusReader> =
             (!checked.health_exprs.is_empty()).then_some(&checked.health_exprs);
-        let watched = self.ctx.tracker.as_ref().filter(|t| {
-            spec.wait()
-                && spec.kube_config.is_none()
-                && reader.is_none()
-                && t.covers(&owner_key, &targets)
-        });
+        let watched = self
+            .ctx
+            .tracker_for(self.ks)
+            .filter(|t| spec.wait() && reader.is_none() && t.covers(&owner_key, &targets));
         let started = Instant::now();
         let waited = if let Some(t) = watched {
             // Waiting holds no work slot.

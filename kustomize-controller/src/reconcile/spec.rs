@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::client::impersonation_user;
 use super::context::Context;
 use crate::cel::HealthExprs;
-use crate::identity::{GROUP, owner_of};
+use crate::identity::GROUP;
 use crate::ssa::kstatus::Status;
 use crate::ssa::{
     Action, ApplyOptions, ChangeSet, DriftIgnoreRule, ObjectRef, Owner, StatusReader,
@@ -148,20 +148,20 @@ pub fn wait_targets(changes: &ChangeSet, owner: &Owner) -> Vec<ObjectRef> {
 pub fn apply_options(
     ctx: &Context,
     ks: &Kustomization,
+    owner: Owner,
     timeout: Duration,
     ignore: Vec<DriftIgnoreRule>,
 ) -> ApplyOptions {
     let spec = &ks.spec;
-    let ns = ks.metadata.namespace.clone().unwrap_or_default();
-    let mut opts = ApplyOptions::new(owner_of(ks));
+    let ns = owner.namespace.clone();
+    let mut opts = ApplyOptions::new(owner);
     opts.force = spec.force();
     opts.wait_timeout = timeout;
     opts.override_managers = ctx.override_managers.clone();
     opts.custom_stage_kinds = ctx.custom_stage_kinds.clone();
     opts.ignore = ignore;
-    // The tracker watches the local cluster only.
-    if let Some(t) = ctx.tracker.clone().filter(|_| spec.kube_config.is_none()) {
-        opts.cache = Some(std::sync::Arc::new(t));
+    if let Some(t) = ctx.tracker_for(ks) {
+        opts.cache = Some(std::sync::Arc::new(t.clone()));
         opts.cache_salt = {
             let mut h = DefaultHasher::new();
             spec.force().hash(&mut h);
