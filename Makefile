@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/rflux/target
 export RFLUX_E2E_BIN ?= $(HOME)/.cache/gitops-e2e/bin
 E2E := $(CARGO_TARGET_DIR)/debug/rflux-e2e
 
-.PHONY: all build lint test unit e2e-bins env-up env-down env-status run bench bench-fleet manifests deps clean-env static flux-cli flux-bins interop
+.PHONY: all build lint test unit e2e-bins env-up env-down env-status run bench bench-fleet manifests deps clean-env static flux-cli flux-bins interop fuzz faults
 
 all: build
 
@@ -101,3 +101,21 @@ interop: deps e2e-bins flux-bins
 	$(CARGO) build -p source-controller -p kustomize-controller -p rflux-e2e --bin rflux-e2e
 	status=0; RFLUX_INTEROP=1 $(CARGO) test -p rflux-e2e --test flux_cli --test flux_interop -- --test-threads=4 || status=$$?; \
 	  $(E2E) down --name flux; exit $$status
+
+## fuzz: libFuzzer on the stable toolchain (fuzz/, scripts/fuzz.sh): every target for FUZZ_SECONDS
+## (default 600) one at a time; FUZZ_TARGETS="yaml untar" selects; crashers go to fuzz/artifacts/
+## and the run fails. Not part of `make test` (its seeds and crashers are replayed there).
+FUZZ_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+## faults: the whole fault-injection suite on the real control plane (docs/reliability.md): SIGKILLs
+## mid-apply, mid-prune and mid-artifact-write, an error-injecting apiserver proxy, forced 410s,
+## apiserver and etcd restarts, leader failover, hostile git servers, a full artifact volume, GC during
+## a slow download, a hostile tenant bundle, ownership conflicts. `make test` runs one fast case of each.
+faults: deps e2e-bins
+	$(CARGO) build -p source-controller -p kustomize-controller -p rflux-e2e --bin rflux-e2e
+	$(CARGO) test -p rflux-e2e --no-run --test faults_apply --test faults_source --test faults_tenants --test faults_cluster --test ks_ownership --test ks_gates
+	$(E2E) up
+	status=0; RFLUX_FAULTS=1 $(CARGO) test -p rflux-e2e --test faults_apply --test faults_source --test faults_tenants --test faults_cluster --test ks_ownership --test ks_gates -- --test-threads=1 --nocapture || status=$$?; \
+	  $(E2E) down; exit $$status

@@ -147,6 +147,56 @@ fn feature_gates() {
 }
 
 #[test]
+fn gates_that_would_be_ignored_are_refused() {
+    use rflux_common::runtime::flags::{
+        KUSTOMIZE_UNSUPPORTED_GATES, SOURCE_UNSUPPORTED_GATES, refuse_unsupported,
+    };
+    // The defaults are all supported.
+    let defaults = parse_feature_gates("", KUSTOMIZE_FEATURE_GATES).unwrap();
+    assert_eq!(
+        refuse_unsupported(&defaults, KUSTOMIZE_UNSUPPORTED_GATES),
+        Ok(())
+    );
+    let defaults = parse_feature_gates("", SOURCE_FEATURE_GATES).unwrap();
+    assert_eq!(
+        refuse_unsupported(&defaults, SOURCE_UNSUPPORTED_GATES),
+        Ok(())
+    );
+    for (name, value, _) in KUSTOMIZE_UNSUPPORTED_GATES {
+        let gates =
+            parse_feature_gates(&format!("{name}={value}"), KUSTOMIZE_FEATURE_GATES).unwrap();
+        let err = refuse_unsupported(&gates, KUSTOMIZE_UNSUPPORTED_GATES).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("feature gate {name}={value} is not supported: ")),
+            "{err}"
+        );
+    }
+    // The gates that act are accepted both ways.
+    for name in [
+        "CancelHealthCheckOnNewRevision",
+        "DisableFailFastBehavior",
+        "GroupChangeLog",
+        "DisableConfigWatchers",
+        "DirectSourceFetch",
+        "StrictPostBuildSubstitutions",
+        "AdditiveCELDependencyCheck",
+        "WatchAppliedObjects",
+        "RefuseOwnershipConflicts",
+    ] {
+        for value in [true, false] {
+            let gates =
+                parse_feature_gates(&format!("{name}={value}"), KUSTOMIZE_FEATURE_GATES).unwrap();
+            assert_eq!(
+                refuse_unsupported(&gates, KUSTOMIZE_UNSUPPORTED_GATES),
+                Ok(()),
+                "{name}={value}"
+            );
+        }
+    }
+}
+
+#[test]
 fn listen_addresses() {
     let any8080 = parse_listen_addr(":8080").unwrap().unwrap();
     assert_eq!(any8080.port(), 8080);

@@ -12,8 +12,10 @@
 //! `RFLUX_E2E_BIN`).
 
 mod control_plane;
+pub mod fault_proxy;
 pub mod flux;
 mod git_server;
+pub mod hostile_git;
 pub mod metrics;
 mod pki;
 pub mod process;
@@ -26,7 +28,9 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use rand::Rng;
 
-pub use control_plane::{ControlPlane, DEFAULT_INSTANCE, instance_names};
+pub use control_plane::{
+    Component, ControlPlane, ControlPlaneOptions, DEFAULT_INSTANCE, instance_names,
+};
 pub use git_server::{GIT_INSTANCE, GitServer};
 pub use test_repo::TestRepo;
 

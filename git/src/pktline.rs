@@ -74,11 +74,10 @@ fn parse_len(h: &[u8; 4]) -> Result<usize, GitError> {
     usize::from_str_radix(s, 16).map_err(|_| bad_len(h))
 }
 
+/// The four length bytes come from the remote: escaped, so the message (which ends up in a
+/// GitRepository condition) stays printable ASCII.
 fn bad_len(h: &[u8]) -> GitError {
-    GitError::protocol(format!(
-        "invalid pkt-line length {:?}",
-        String::from_utf8_lossy(h)
-    ))
+    GitError::protocol(format!("invalid pkt-line length \"{}\"", h.escape_ascii()))
 }
 
 /// Decodes one packet from the start of `buf`; returns it and the bytes consumed,
@@ -271,6 +270,16 @@ mod tests {
         write_data(&mut out, b"").unwrap();
         write_flush(&mut out);
         assert_eq!(out, b"0014command=ls-refs\n000100040000".to_vec());
+    }
+
+    #[test]
+    fn invalid_lengths_are_reported_printable() {
+        let err = decode(b"\xb3>\x00\n rest").unwrap_err().to_string();
+        assert!(
+            err.contains(r#"invalid pkt-line length "\xb3>\x00\n""#),
+            "{err}"
+        );
+        assert!(err.is_ascii(), "{err}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!   building blocks; [`identity`]: how this controller marks what it applies.
 
 pub mod cel;
+pub mod config_watch;
 pub mod fetch;
 pub mod flags;
 pub mod identity;

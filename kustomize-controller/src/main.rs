@@ -10,11 +10,16 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher;
+use kube::runtime::{predicates, watcher};
+use kustomize_controller::config_watch::{ConfigKind, config_dependents};
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::flags::KustomizeControllerFlags;
+use kustomize_controller::reconcile::triggers::Triggers;
 use kustomize_controller::reconcile::{Context, reconcile};
 use kustomize_controller::source_watch::{SourceRevisions, dependents};
 use kustomize_controller::ssa::parse_custom_stage_kinds;
@@ -23,7 +28,10 @@ use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
 use rflux_common::runtime::client::load_config;
 use rflux_common::runtime::controller::{ControllerSettings, strip_for_cache};
-use rflux_common::runtime::flags::{KUSTOMIZE_FEATURE_GATES, gate_enabled, parse_feature_gates};
+use rflux_common::runtime::flags::{
+    KUSTOMIZE_FEATURE_GATES, KUSTOMIZE_UNSUPPORTED_GATES, gate_enabled, parse_feature_gates,
+    refuse_unsupported,
+};
 use rflux_common::runtime::process;
 use rflux_common::runtime::{Manager, RuntimeError, init_logging, run_controller_with};
 use rflux_kustomize::{BuildOptions, LoadRestrictor};
@@ -121,6 +129,7 @@ fn build_command(dir: &Path, load_restrictor: &str) -> ExitCode {
 async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     init_logging(flags.runtime.log_level, flags.runtime.log_encoding)?;
     let gates = parse_feature_gates(&flags.runtime.feature_gates, KUSTOMIZE_FEATURE_GATES)?;
+    refuse_unsupported(&gates, KUSTOMIZE_UNSUPPORTED_GATES)?;
     for name in flags.inert_flags_in_use() {
         tracing::info!(
             flag = name,
@@ -144,6 +153,17 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     let strict = gate_enabled(&gates, "StrictPostBuildSubstitutions");
     let additive_cel = gate_enabled(&gates, "AdditiveCELDependencyCheck");
     let watch_applied = gate_enabled(&gates, "WatchAppliedObjects");
+    let refuse_conflicts = gate_enabled(&gates, "RefuseOwnershipConflicts");
+    let cancel_health = gate_enabled(&gates, "CancelHealthCheckOnNewRevision");
+    let fail_fast = !gate_enabled(&gates, "DisableFailFastBehavior");
+    let direct_source_fetch = gate_enabled(&gates, "DirectSourceFetch");
+    let group_change_log = gate_enabled(&gates, "GroupChangeLog");
+    let watch_configs = !gate_enabled(&gates, "DisableConfigWatchers");
+    if direct_source_fetch {
+        tracing::info!(
+            "DirectSourceFetch feature gate is enabled, sources will be fetched directly from the API server bypassing the cache"
+        );
+    }
     // Registered before leadership, like controller-runtime: non-leaders expose zeroed series.
     let controller_metrics = manager
         .metrics
@@ -158,6 +178,13 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
             ctx.default_service_account = mgr.flags.default_service_account.clone();
             ctx.strict_substitutions = strict;
             ctx.additive_cel_dependency_check = additive_cel;
+            ctx.refuse_conflicts = refuse_conflicts;
+            ctx.fence = mgr.fence.clone();
+            ctx.cancel_health_on_new_revision = cancel_health;
+            ctx.fail_fast = fail_fast;
+            ctx.direct_source_fetch = direct_source_fetch;
+            ctx.group_change_log = group_change_log;
+            let triggers = ctx.triggers.clone();
             // Objects changed by someone else reconcile their Kustomization at once.
             // --concurrent bounds the working stages; with the tracker, health waits run
             // beside them on its watches (see Context::work_slots).
@@ -196,6 +223,15 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 .reflect(writer)
                 .applied_objects();
             let _ = ctx.sources.set(sources);
+            // Config watchers (Flux's): labelled ConfigMaps and Secrets, metadata only.
+            let configs = (
+                mgr.watch_api::<PartialObjectMeta<ConfigMap>>(),
+                flags.watch_configs_label_selector.clone(),
+            );
+            let secrets = (
+                mgr.watch_api::<PartialObjectMeta<Secret>>(),
+                flags.watch_configs_label_selector.clone(),
+            );
             run_controller_with(
                 mgr.watch_api::<Kustomization>(),
                 settings,
@@ -207,12 +243,45 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 stop.clone(),
                 move |controller| {
                     let store = controller.store();
+                    let controller = if watch_configs {
+                        let cm_store = store.clone();
+                        let cm_triggers = triggers.clone();
+                        let secret_store = store.clone();
+                        let secret_triggers = triggers.clone();
+                        controller
+                            .watches_stream(config_events::<ConfigMap>(&configs), move |m| {
+                                config_trigger(&m, ConfigKind::ConfigMap, &cm_store, &cm_triggers)
+                            })
+                            .watches_stream(config_events::<Secret>(&secrets), move |m| {
+                                config_trigger(
+                                    &m,
+                                    ConfigKind::Secret,
+                                    &secret_store,
+                                    &secret_triggers,
+                                )
+                            })
+                    } else {
+                        controller
+                    };
                     let controller =
                         controller.watches_stream(repo_events, move |repo: GitRepository| {
                             match revisions.changed(&repo) {
                                 Some(revision) => {
                                     let all = store.state();
-                                    dependents(&repo, &revision, all.iter().map(AsRef::as_ref))
+                                    let deps =
+                                        dependents(&repo, &revision, all.iter().map(AsRef::as_ref));
+                                    // A running health check of a dependent is cancelled
+                                    // (CancelHealthCheckOnNewRevision; nothing waits otherwise).
+                                    let by = format!(
+                                        "GitRepository/{}/{}",
+                                        repo.namespace().unwrap_or_default(),
+                                        repo.name_any()
+                                    );
+                                    for d in &deps {
+                                        let ns = d.namespace.clone().unwrap_or_default();
+                                        triggers.fire(&(ns, d.name.clone()), &by);
+                                    }
+                                    deps
                                 }
                                 None => Vec::new(),
                             }
@@ -231,4 +300,39 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
             Ok(())
         })
         .await
+}
+
+/// Changes of the labelled objects of one config kind (metadata only; a relist that changes
+/// nothing triggers nothing).
+fn config_events<K>(
+    (api, selector): &(kube::Api<PartialObjectMeta<K>>, String),
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+    PartialObjectMeta<K>: serde::de::DeserializeOwned,
+{
+    watcher::watcher(api.clone(), watcher::Config::default().labels(selector))
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::resource_version, Default::default())
+}
+
+/// The Kustomizations to reconcile for a changed config object; their running health checks
+/// are cancelled first (CancelHealthCheckOnNewRevision, like Flux's requeue wrapper).
+fn config_trigger<K: kube::Resource>(
+    meta: &PartialObjectMeta<K>,
+    kind: ConfigKind,
+    store: &reflector::Store<Kustomization>,
+    triggers: &Triggers,
+) -> Vec<ObjectRef<Kustomization>> {
+    let ns = meta.metadata.namespace.clone().unwrap_or_default();
+    let name = meta.metadata.name.clone().unwrap_or_default();
+    let all = store.state();
+    let deps = config_dependents(kind, &ns, &name, all.iter().map(AsRef::as_ref));
+    let by = format!("{}/{ns}/{name}", kind.as_str());
+    for d in &deps {
+        triggers.fire(&(ns.clone(), d.name.clone()), &by);
+    }
+    deps
 }

@@ -12,7 +12,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::runtime::controller::ControllerSettings;
-use rflux_common::runtime::flags::{SOURCE_FEATURE_GATES, parse_feature_gates, parse_listen_addr};
+use rflux_common::runtime::flags::{
+    SOURCE_FEATURE_GATES, SOURCE_UNSUPPORTED_GATES, parse_feature_gates, parse_listen_addr,
+    refuse_unsupported,
+};
 use rflux_common::runtime::process;
 use rflux_common::runtime::{Manager, RuntimeError, init_logging};
 use source_controller::artifact::{
@@ -115,6 +118,7 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
         .map_err(RuntimeError::from)?;
     let gates = parse_feature_gates(&flags.runtime.feature_gates, SOURCE_FEATURE_GATES)
         .map_err(RuntimeError::from)?;
+    refuse_unsupported(&gates, SOURCE_UNSUPPORTED_GATES).map_err(RuntimeError::from)?;
     for name in flags.inert_flags_in_use() {
         tracing::info!(
             flag = name,

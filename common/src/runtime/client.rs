@@ -15,6 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::{Layer, Service};
 
+use super::fence::{FenceLayer, WriteFence};
 use super::metrics::Metrics;
 
 /// Why no client could be built.
@@ -79,12 +80,13 @@ pub async fn load_config(kubeconfig: Option<&PathBuf>) -> Result<Config, ClientE
     }
 }
 
-/// Builds a client from `config` with throttling and request metrics.
+/// Builds a client from `config` with throttling, request metrics and the write fence.
 pub fn client_from_config(
     config: Config,
     qps: f32,
     burst: u32,
     metrics: Option<Metrics>,
+    fence: WriteFence,
 ) -> Result<Client, ClientError> {
     let host = config
         .cluster_url
@@ -97,7 +99,17 @@ pub fn client_from_config(
         host,
     };
     let builder = kube::client::ClientBuilder::try_from(config).map_err(ClientError::Build)?;
-    Ok(builder.with_layer(&layer).build())
+    Ok(builder
+        .with_layer(&layer)
+        .with_layer(&FenceLayer::new(fence))
+        .build())
+}
+
+/// A client from `config` (no throttling) whose writes pass `fence`: the clients a controller
+/// builds per tenant (impersonation, remote clusters) are fenced like its own.
+pub fn fenced_client(config: Config, fence: &WriteFence) -> Result<Client, ClientError> {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(ClientError::Build)?;
+    Ok(builder.with_layer(&FenceLayer::new(fence.clone())).build())
 }
 
 /// Loads the configuration, builds the client and probes the API server (`/version`), so a
@@ -105,10 +117,11 @@ pub fn client_from_config(
 pub async fn build_client(
     opts: &ClientOptions,
     metrics: Option<Metrics>,
+    fence: WriteFence,
 ) -> Result<Client, ClientError> {
     let config = load_config(opts.kubeconfig.as_ref()).await?;
     let url = config.cluster_url.to_string();
-    let client = client_from_config(config, opts.qps, opts.burst, metrics)?;
+    let client = client_from_config(config, opts.qps, opts.burst, metrics, fence)?;
     client
         .apiserver_version()
         .await

@@ -120,6 +120,22 @@ pub async fn run_controller<K, Ctx, F, Fut, E>(
     .await;
 }
 
+/// No back-off on the controller's merged trigger stream (see [`run_controller_with`]); it
+/// never ends (`None` would end the stream).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTriggerBackoff;
+
+impl Iterator for NoTriggerBackoff {
+    type Item = std::time::Duration;
+    fn next(&mut self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NoTriggerBackoff {
+    fn reset(&mut self) {}
+}
+
 /// [`run_controller`] with a hook that may add triggers to the kube-runtime [`Controller`]
 /// before it runs (for example `watches` on Secrets mapped through `Controller::store`).
 #[allow(clippy::too_many_arguments)]
@@ -160,7 +176,12 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
     });
     let reconcile = Arc::new(reconcile);
     let shutdown_fut = shutdown.clone().cancelled_owned();
+    // Every trigger stream (this watch, the configure hook's watches) backs off on its own
+    // errors: the controller's extra back-off on the merged stream would pause every trigger,
+    // drift and new revisions included, whenever one watch fails (16 s after a forced 410 in
+    // e2e/tests/faults_apply.rs).
     let run = configure(Controller::for_stream(stream, reader))
+        .trigger_backoff(NoTriggerBackoff)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown_fut)
         .run(

@@ -190,6 +190,16 @@ pub enum FeatureGateError {
     /// The gate name is unknown (fatal in Flux too).
     #[error("unknown feature gate {0:?}")]
     Unknown(String),
+    /// Flux knows the gate, but this implementation does not do what it asks.
+    #[error("feature gate {name}={value} is not supported: {why}")]
+    Unsupported {
+        /// The gate.
+        name: String,
+        /// The refused value.
+        value: bool,
+        /// Why, and what to do instead.
+        why: &'static str,
+    },
 }
 
 /// Feature-gate defaults of kustomize-controller (Flux's gates, plus `WatchAppliedObjects`).
@@ -209,6 +219,54 @@ pub const KUSTOMIZE_FEATURE_GATES: &[(&str, bool)] = &[
     // Ours, not Flux's: watch the applied objects (no-op reconciles without requests per
     // object, self-heal on drift within a second). `WatchAppliedObjects=false` turns it off.
     ("WatchAppliedObjects", true),
+    // Ours, not Flux's: do not apply objects another owner holds (another Kustomization,
+    // Argo CD, another controller's apply); `RefuseOwnershipConflicts=false` takes them over
+    // like Flux.
+    ("RefuseOwnershipConflicts", true),
+];
+
+/// Values of kustomize-controller's gates that are refused at start-up: Flux documents a
+/// behaviour for them that this implementation does not have.
+pub const KUSTOMIZE_UNSUPPORTED_GATES: &[(&str, bool, &str)] = &[
+    (
+        "CacheSecretsAndConfigMaps",
+        true,
+        "Secrets and ConfigMaps are read with direct requests (Flux's default); no cache of them is kept",
+    ),
+    (
+        "DisableStatusPollerCache",
+        false,
+        "health is read from the applied-object watches (WatchAppliedObjects) or polled without a cache; Flux's status poller cache is not implemented",
+    ),
+    (
+        "ExternalArtifact",
+        true,
+        "the ExternalArtifact source kind is not implemented",
+    ),
+    (
+        "MigrateAPIVersion",
+        true,
+        "managed-fields API versions are not migrated; apply with the API version the field manager last used, or remove its managedFields entry",
+    ),
+    (
+        "ObjectLevelWorkloadIdentity",
+        true,
+        "cloud workload identity (per-object service accounts for KMS providers) is not implemented",
+    ),
+];
+
+/// Values of source-controller's gates that are refused at start-up.
+pub const SOURCE_UNSUPPORTED_GATES: &[(&str, bool, &str)] = &[
+    (
+        "CacheSecretsAndConfigMaps",
+        true,
+        "Secrets and ConfigMaps are read with direct requests (Flux's default); no cache of them is kept",
+    ),
+    (
+        "ObjectLevelWorkloadIdentity",
+        true,
+        "cloud workload identity (per-object service accounts for git providers) is not implemented",
+    ),
 ];
 
 /// Feature-gate defaults of source-controller (the gates of Flux's that apply to GitRepository).
@@ -243,6 +301,24 @@ pub fn parse_feature_gates(
         slot.1 = enabled;
     }
     Ok(gates)
+}
+
+/// Refuses gates set to a value listed in `unsupported` (`(name, value, why)`), so that no gate
+/// is accepted and then ignored.
+pub fn refuse_unsupported(
+    gates: &[(String, bool)],
+    unsupported: &[(&str, bool, &'static str)],
+) -> Result<(), FeatureGateError> {
+    for (name, value) in gates {
+        if let Some((_, _, why)) = unsupported.iter().find(|(n, v, _)| n == name && v == value) {
+            return Err(FeatureGateError::Unsupported {
+                name: name.clone(),
+                value: *value,
+                why,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether `name` is on in gates parsed by [`parse_feature_gates`].

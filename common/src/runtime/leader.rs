@@ -6,6 +6,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::fence::WriteFence;
+
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
@@ -244,6 +246,7 @@ pub struct LeaderElector {
     metrics: Option<Metrics>,
     observed: Option<LeaseSpec>,
     observed_at: Instant,
+    fence: WriteFence,
 }
 
 impl LeaderElector {
@@ -260,7 +263,15 @@ impl LeaderElector {
             metrics,
             observed: None,
             observed_at: Instant::now(),
+            fence: WriteFence::open(),
         })
+    }
+
+    /// Extends `fence` by the renew deadline from each successful acquisition or renewal (from
+    /// the moment its request was sent) and closes it when the lease is lost or released.
+    pub fn with_fence(mut self, fence: WriteFence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// Spawns the election loop. The receiver reports leadership; the task ends with
@@ -294,7 +305,9 @@ impl LeaderElector {
         );
         // Acquire phase.
         loop {
+            let sent = Instant::now();
             if self.try_acquire_or_renew().await {
+                self.fence.renewed(sent, self.cfg.renew_deadline);
                 break;
             }
             let wait = jitter_period(self.cfg.retry_period);
@@ -315,6 +328,7 @@ impl LeaderElector {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => {
+                    self.fence.close();
                     let _ = tx.send(false);
                     self.set_metric(false);
                     if self.cfg.release_on_cancel {
@@ -324,9 +338,16 @@ impl LeaderElector {
                 }
                 () = tokio::time::sleep(self.cfg.retry_period) => {}
             }
-            if self.try_acquire_or_renew().await {
-                last_renew = Instant::now();
+            // Judged on the local clock first: a replica frozen past its deadline (SIGSTOP)
+            // has lost, whatever a late renewal would say.
+            let sent = Instant::now();
+            let renewed =
+                last_renew.elapsed() < self.cfg.renew_deadline && self.try_acquire_or_renew().await;
+            if renewed {
+                last_renew = sent;
+                self.fence.renewed(sent, self.cfg.renew_deadline);
             } else if last_renew.elapsed() >= self.cfg.renew_deadline {
+                self.fence.close();
                 let _ = tx.send(false);
                 self.set_metric(false);
                 tracing::error!(

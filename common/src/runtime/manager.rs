@@ -2,7 +2,6 @@
 //! (signals, metrics and health servers, client, leader election, graceful shutdown).
 
 use std::future::Future;
-use std::time::Duration;
 
 use kube::api::Api;
 use kube::{Client, Resource};
@@ -13,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::RuntimeError;
 use super::client::{ClientOptions, build_client};
 use super::events::EventRecorder;
+use super::fence::WriteFence;
 use super::flags::{RuntimeFlags, parse_listen_addr, runtime_namespace};
 use super::leader::{LeaderElectionConfig, LeaderElector, default_identity, lease_name};
 use super::metrics::Metrics;
@@ -40,6 +40,11 @@ pub struct Manager {
     pub recorder: EventRecorder,
     /// Pod identity (hostname + random suffix).
     pub identity: String,
+    /// The write fence of every client the controllers use: with leader election, writes pass
+    /// only while this replica certainly holds the lease ([`super::fence`]).
+    pub fence: WriteFence,
+    /// The elector's own client (its Lease writes are what opens the fence).
+    lease_client: Client,
 }
 
 impl std::fmt::Debug for Manager {
@@ -100,15 +105,22 @@ impl Manager {
                 shutdown.clone(),
             )));
         }
-        let client = build_client(
-            &ClientOptions {
-                kubeconfig: flags.kubeconfig.clone(),
-                qps: flags.kube_api_qps,
-                burst: flags.kube_api_burst,
-            },
-            Some(metrics.clone()),
-        )
-        .await?;
+        let client_opts = ClientOptions {
+            kubeconfig: flags.kubeconfig.clone(),
+            qps: flags.kube_api_qps,
+            burst: flags.kube_api_burst,
+        };
+        let fence = if flags.leader_election.enable {
+            WriteFence::closed()
+        } else {
+            WriteFence::open()
+        };
+        let client = build_client(&client_opts, Some(metrics.clone()), fence.clone()).await?;
+        let lease_client = if flags.leader_election.enable {
+            build_client(&client_opts, Some(metrics.clone()), WriteFence::open()).await?
+        } else {
+            client.clone()
+        };
         readiness.set_ready(true);
         let identity = default_identity();
         let instance = identity
@@ -128,6 +140,8 @@ impl Manager {
                 namespace: runtime_namespace(),
                 recorder,
                 identity,
+                fence,
+                lease_client,
             },
             ManagerTasks { servers },
         ))
@@ -171,7 +185,9 @@ impl Manager {
             retry_period: le.retry_period,
             release_on_cancel: le.release_on_cancel,
         };
-        let elector = LeaderElector::new(self.client.clone(), cfg, Some(self.metrics.clone()))?;
+        let elector =
+            LeaderElector::new(self.lease_client.clone(), cfg, Some(self.metrics.clone()))?
+                .with_fence(self.fence.clone());
         let (rx, handle) = elector.spawn(self.shutdown.clone());
         Ok((rx, Some(handle)))
     }
@@ -214,8 +230,10 @@ impl Manager {
                     if self.shutdown.is_cancelled() {
                         result = flatten(ctrl.await);
                     } else {
-                    let _ = tokio::time::timeout(Duration::from_secs(30), &mut ctrl).await;
-                    result = Err(RuntimeError::LeadershipLost);
+                        // Like controller-runtime: no drain, the process exits. The fence has
+                        // already refused every write since the lease window ended.
+                        ctrl.abort();
+                        result = Err(RuntimeError::LeadershipLost);
                     }
                 }
             }

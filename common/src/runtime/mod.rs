@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod controller;
 pub mod duration;
 pub mod events;
+pub mod fence;
 pub mod finalizers;
 pub mod flags;
 pub mod jitter;

@@ -18,6 +18,9 @@ pub enum Severity {
     /// A dependency (source, artifact, dependsOn) is not ready: requeued after
     /// `--requeue-dependency`.
     Waiting,
+    /// Cut short by a newer trigger (a new source revision while health checks ran):
+    /// requeued at once.
+    Superseded,
 }
 
 impl Severity {

@@ -18,6 +18,10 @@
 //!   [`Controllers::log_tails`] for assertion messages; [`Controllers::source_metrics_addr`] and
 //!   friends for scraping.
 //! - [`Controllers::stop`] (also run by `Drop`): SIGTERM, then SIGKILL after 10 s.
+//! - [`Controllers::kill_kustomize`] SIGKILLs kustomize-controller alone and
+//!   [`Controllers::restart_kustomize`] starts it again with the same flags, ports, `TMPDIR` and
+//!   log (the fault-injection tests); `opts.kustomize_kubeconfig` / `opts.source_kubeconfig`
+//!   give a controller another `KUBECONFIG` (e.g. one whose server is a fault proxy).
 //!
 //! A test binary killed hard (SIGKILL) cannot run `Drop`: every start records the child pids
 //! in `<control plane state>/controllers/<parent pid>.json`, and the next start stops the
@@ -108,6 +112,11 @@ pub struct ControllerOptions {
     pub source_args: Vec<String>,
     /// Extra flags for kustomize-controller.
     pub kustomize_args: Vec<String>,
+    /// `KUBECONFIG` of source-controller (default: the control plane's admin kubeconfig).
+    pub source_kubeconfig: Option<PathBuf>,
+    /// `KUBECONFIG` of kustomize-controller (default: the control plane's admin kubeconfig),
+    /// e.g. one whose server is a fault proxy (`rflux_e2e::fault_proxy`).
+    pub kustomize_kubeconfig: Option<PathBuf>,
 }
 
 impl Default for ControllerOptions {
@@ -120,6 +129,8 @@ impl Default for ControllerOptions {
             log_level: "info".into(),
             source_args: Vec::new(),
             kustomize_args: Vec::new(),
+            source_kubeconfig: None,
+            kustomize_kubeconfig: None,
         }
     }
 }
@@ -133,6 +144,9 @@ pub struct ControllerProc {
     pub log: PathBuf,
     pub metrics_addr: SocketAddr,
     pub health_addr: SocketAddr,
+    /// How it was started (for a restart with the same flags, ports and storage).
+    args: Vec<String>,
+    envs: Vec<(&'static str, std::ffi::OsString)>,
 }
 
 impl ControllerProc {
@@ -222,6 +236,7 @@ impl Controllers {
         let spawn = |name: &'static str,
                      program: &Path,
                      args: &[String],
+                     kubeconfig: &Option<PathBuf>,
                      metrics_addr: SocketAddr,
                      health_addr: SocketAddr|
          -> anyhow::Result<ControllerProc> {
@@ -229,23 +244,16 @@ impl Controllers {
                 .state_dir()
                 .join("logs")
                 .join(format!("{name}-{tag}.log"));
-            if let Some(parent) = log.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            let out = std::fs::File::create(&log)
-                .with_context(|| format!("creating {}", log.display()))?;
-            let err = out.try_clone()?;
             // Both ours and Flux's read `KUBECONFIG` (Flux's have no `--kubeconfig` flag).
-            let child = Command::new(program)
-                .args(args)
-                .env("KUBECONFIG", cp.kubeconfig_path())
-                .env("RUNTIME_NAMESPACE", &opts.runtime_namespace)
-                .env("TMPDIR", tmp.path())
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-                .with_context(|| format!("starting {}", program.display()))?;
+            let kubeconfig = kubeconfig
+                .clone()
+                .unwrap_or_else(|| cp.kubeconfig_path().to_path_buf());
+            let envs = vec![
+                ("KUBECONFIG", kubeconfig.into_os_string()),
+                ("RUNTIME_NAMESPACE", opts.runtime_namespace.clone().into()),
+                ("TMPDIR", tmp.path().as_os_str().to_os_string()),
+            ];
+            let child = spawn_logged(program, args, &envs, &log)?;
             Ok(ControllerProc {
                 name,
                 child,
@@ -253,12 +261,15 @@ impl Controllers {
                 log,
                 metrics_addr,
                 health_addr,
+                args: args.to_vec(),
+                envs,
             })
         };
         let source = spawn(
             "source-controller",
             &opts.binaries.source,
             &source_args,
+            &opts.source_kubeconfig,
             sm,
             sh,
         )?;
@@ -268,6 +279,7 @@ impl Controllers {
                 "kustomize-controller",
                 &opts.binaries.kustomize,
                 &kustomize_args,
+                &opts.kustomize_kubeconfig,
                 km,
                 kh,
             ) {
@@ -331,6 +343,41 @@ impl Controllers {
         };
         if let Ok(bytes) = serde_json::to_vec(&record) {
             let _ = std::fs::write(&self.pid_file, bytes);
+        }
+    }
+
+    /// SIGKILLs kustomize-controller (no shutdown of any kind) and reaps it.
+    pub fn kill_kustomize(&mut self) -> anyhow::Result<()> {
+        let k = &mut self.kustomize;
+        if k.child.try_wait()?.is_none() {
+            k.child.kill().context("SIGKILL kustomize-controller")?;
+        }
+        let status = k.child.wait()?;
+        eprintln!("kustomize-controller pid {} killed: {status}", k.child.id());
+        Ok(())
+    }
+
+    /// Starts kustomize-controller again (after [`Controllers::kill_kustomize`]) with the same
+    /// flags, ports, environment and `TMPDIR`, appending to the same log; waits for `/readyz`.
+    pub async fn restart_kustomize(&mut self) -> anyhow::Result<()> {
+        if self.kustomize.child.try_wait()?.is_none() {
+            bail!("kustomize-controller is still running");
+        }
+        let k = &mut self.kustomize;
+        k.child = spawn_logged(&k.program, &k.args, &k.envs, &k.log)?;
+        eprintln!("kustomize-controller restarted: pid {}", k.child.id());
+        let health = k.health_addr;
+        self.record_pids();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.check_alive()?;
+            if matches!(http_status(health, "/readyz").await, Some(200)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{health}/readyz not ready in 60s\n{}", self.log_tails(30));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -451,6 +498,34 @@ impl Drop for Controllers {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Starts `program` with `args` and `envs`, stdout and stderr appended to `log`.
+fn spawn_logged(
+    program: &Path,
+    args: &[String],
+    envs: &[(&'static str, std::ffi::OsString)],
+    log: &Path,
+) -> anyhow::Result<Child> {
+    if let Some(parent) = log.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let out = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))
 }
 
 /// Stops children recorded by test processes that no longer run.

@@ -33,6 +33,9 @@ pub enum ClientError {
     /// The client could not be built from the configuration.
     #[error("failed to build client: {0}")]
     Build(#[source] kube::Error),
+    /// The fenced client could not be built.
+    #[error("failed to build client: {0}")]
+    Fence(#[source] rflux_common::runtime::client::ClientError),
 }
 
 impl ClientError {

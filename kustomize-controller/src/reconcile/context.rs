@@ -10,6 +10,8 @@ use kube::runtime::reflector::Store;
 use kube::{Client, Config};
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{Kustomization, KustomizationStatus, ResourceInventory};
+use rflux_common::runtime::client::fenced_client;
+use rflux_common::runtime::fence::WriteFence;
 use rflux_common::runtime::{EventRecorder, EventType};
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -30,6 +32,8 @@ pub const ARTIFACT_FAILED_REASON: &str = "ArtifactFailed";
 pub const BUILD_FAILED_REASON: &str = "BuildFailed";
 /// A health check failed.
 pub const HEALTH_CHECK_FAILED_REASON: &str = "HealthCheckFailed";
+/// A new revision cancelled the health checks (`CancelHealthCheckOnNewRevision`).
+pub const HEALTH_CHECK_CANCELED_REASON: &str = "HealthCheckCanceled";
 /// A dependency is not ready.
 pub const DEPENDENCY_NOT_READY_REASON: &str = "DependencyNotReady";
 /// Garbage collection failed.
@@ -65,6 +69,18 @@ pub struct Context {
     /// `AdditiveCELDependencyCheck` feature gate: a `dependsOn[].readyExpr` is checked in
     /// addition to the built-in readiness rules instead of replacing them.
     pub additive_cel_dependency_check: bool,
+    /// `CancelHealthCheckOnNewRevision` feature gate.
+    pub cancel_health_on_new_revision: bool,
+    /// Health checks a new source revision may cancel.
+    pub triggers: Arc<super::triggers::Triggers>,
+    /// `DisableFailFastBehavior` feature gate, inverted: a Failed object ends a health wait.
+    pub fail_fast: bool,
+    /// `DirectSourceFetch` feature gate: sources are read from the API, not the watch cache.
+    pub direct_source_fetch: bool,
+    /// `GroupChangeLog` feature gate: the apply log groups object names by kind and action.
+    pub group_change_log: bool,
+    /// Refuse objects another owner holds (`RefuseOwnershipConflicts` feature gate, ours).
+    pub refuse_conflicts: bool,
     /// The applied-object tracker (local cluster only); `None` disables it.
     pub tracker: Option<Arc<Tracker>>,
     /// The GitRepository cache of the source watch, once it runs (a miss reads the API).
@@ -73,6 +89,8 @@ pub struct Context {
     /// check, which waits on the tracker's watches without holding it (the controller runs
     /// reconciles with no other bound).
     pub work_slots: Arc<Semaphore>,
+    /// The manager's write fence, also on the impersonating and remote clients.
+    pub fence: WriteFence,
     /// Impersonating clients, by user name.
     pub(super) clients: Mutex<HashMap<String, Client>>,
 }
@@ -106,9 +124,16 @@ impl Context {
             override_managers: Vec::new(),
             custom_stage_kinds: Vec::new(),
             additive_cel_dependency_check: false,
+            refuse_conflicts: false,
+            cancel_health_on_new_revision: false,
+            triggers: Arc::default(),
+            fail_fast: true,
+            direct_source_fetch: false,
+            group_change_log: false,
             tracker: None,
             sources: OnceLock::new(),
             work_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            fence: WriteFence::open(),
             clients: Mutex::new(HashMap::new()),
         }
     }
@@ -138,7 +163,7 @@ impl Context {
             let mut cfg = remote_config(&text).await?;
             cfg.auth_info.impersonate = user;
             // Remote clients are built per reconcile: the Secret may change at any time.
-            return Client::try_from(cfg).map_err(ClientError::Build);
+            return fenced_client(cfg, &self.fence).map_err(ClientError::Fence);
         }
         let Some(user) = user else {
             return Ok(self.client.clone());
@@ -152,7 +177,7 @@ impl Context {
         }
         let mut cfg = self.config.clone();
         cfg.auth_info.impersonate = Some(user.clone());
-        let client = Client::try_from(cfg).map_err(ClientError::Build)?;
+        let client = fenced_client(cfg, &self.fence).map_err(ClientError::Fence)?;
         cache.insert(user, client.clone());
         Ok(client)
     }

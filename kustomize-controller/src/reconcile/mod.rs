@@ -11,16 +11,22 @@
 //! | `spec.rs` | build overrides, refused fields, durations, apply options, health targets |
 //! | `status.rs` | outcome → conditions, history, requeue, event (pure) |
 //! | `finalize.rs` | `deletionPolicy` and the finalizer |
+//! | `triggers.rs` | new-revision triggers that cancel health checks |
+//! | `prune_guard.rs` | the opt-in mass-deletion guard (`prune-limit`, `prune-confirm`) |
+//! | `ownership.rs` | ownership conflicts: the claim check and the `OwnershipConflict` condition |
 
 mod client;
 mod context;
 mod finalize;
+pub mod ownership;
 mod pipeline;
+pub mod prune_guard;
 pub mod source;
 pub mod spec;
 pub mod status;
 #[cfg(test)]
 mod test_fixtures;
+pub mod triggers;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -99,5 +105,6 @@ pub async fn reconcile(
         Requeue::Dependency => requeue_dependency(ctx.requeue_dependency),
         Requeue::Retry(d) => Action::requeue(d),
         Requeue::Never => no_requeue(),
+        Requeue::Now => Action::requeue(std::time::Duration::ZERO),
     })
 }

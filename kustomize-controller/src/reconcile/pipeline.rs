@@ -20,15 +20,17 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::context::{
-    ARTIFACT_FAILED_REASON, BUILD_FAILED_REASON, Context, HEALTH_CHECK_FAILED_REASON,
-    PRUNE_FAILED_REASON, event, patch_status,
+    ARTIFACT_FAILED_REASON, BUILD_FAILED_REASON, Context, HEALTH_CHECK_CANCELED_REASON,
+    HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, event, patch_status,
 };
+use super::ownership::conflict_error;
+use super::prune_guard;
 use super::source;
 use super::spec::{
-    NOT_IMPLEMENTED_REASON, UNSUPPORTED_FIELDS, apply_options, duration_of, health_check_refs,
-    overrides_from_spec, unsupported_fields, wait_targets,
+    NOT_IMPLEMENTED_REASON, UNSUPPORTED_FIELDS, WithoutFailFast, apply_options, duration_of,
+    health_check_refs, overrides_from_spec, unsupported_fields, wait_targets,
 };
-use super::status::{Applied, manifests_digest, ready_at};
+use super::status::{Applied, CANCELED_PREFIX, manifests_digest, ready_at};
 use crate::cel::{HealthExprs, INVALID_CEL_EXPRESSION_REASON, TERMINAL_ERROR_MESSAGE};
 use crate::identity::owner_of;
 use crate::inventory;
@@ -96,7 +98,7 @@ impl<'a> Pipeline<'a> {
         source::dependencies(self.ctx, self.ks, &source_ns, &revision)
             .await
             .map_err(at)?;
-        let dir = self.fetch(&artifact).await.map_err(at)?;
+        let dir = self.fetch(&artifact, checked.timeout).await.map_err(at)?;
         let objects = self
             .build(dir.path(), &revision, checked.timeout)
             .await
@@ -104,11 +106,23 @@ impl<'a> Pipeline<'a> {
         drop(dir);
         let objects = self.substitute(objects).await.map_err(at)?;
         let digest = manifests_digest(&objects);
+        prune_guard::check(
+            &self.owner,
+            self.ks.annotations(),
+            self.ks.spec.prune,
+            self.status.inventory.as_ref(),
+            &objects,
+            &revision,
+        )
+        .map_err(at)?;
         let applied = self
             .apply(objects, &revision, checked.timeout)
             .await
             .map_err(at)?;
         let (inventory, pruned) = self.prune(&applied, &revision).await.map_err(at)?;
+        if let Some(e) = conflict_error(&applied.changes, &self.owner) {
+            return Err(at(e));
+        }
         let healthy = self.health(&applied, &checked).await.map_err(at)?;
         Ok(Applied {
             changed: applied.changes.has_changes() || pruned,
@@ -208,7 +222,11 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Stage: fetch. Downloads the artifact (digest verified, cached) into a fresh directory.
-    async fn fetch(&self, artifact: &Artifact) -> Result<tempfile::TempDir, StageError> {
+    async fn fetch(
+        &self,
+        artifact: &Artifact,
+        timeout: Duration,
+    ) -> Result<tempfile::TempDir, StageError> {
         let failed = |message: String| StageError::generic(READY, ARTIFACT_FAILED_REASON, message);
         // A working copy under this controller's run directory: a crashed reconcile's copy is
         // swept at the next start-up.
@@ -217,11 +235,22 @@ impl<'a> Pipeline<'a> {
             .fetcher
             .work_dir()
             .map_err(|e| failed(format!("failed to create temp dir: {e}")))?;
-        self.ctx
+        // Bounded by spec.timeout: retries against a URL that is gone (a replaced artifact
+        // server) must not hold the work slot for minutes.
+        let fetch = self
+            .ctx
             .fetcher
-            .fetch_into(&artifact.url, &artifact.digest, dir.path())
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+            .fetch_into(&artifact.url, &artifact.digest, dir.path());
+        match tokio::time::timeout(timeout, fetch).await {
+            Ok(r) => r.map_err(|e| failed(e.to_string()))?,
+            Err(_) => {
+                return Err(failed(format!(
+                    "failed to fetch artifact from {} within the timeout of {}",
+                    artifact.url,
+                    format_go_duration(timeout)
+                )));
+            }
+        }
         Ok(dir)
     }
 
@@ -377,21 +406,45 @@ impl<'a> Pipeline<'a> {
             return Ok(None);
         }
         let owner_key = (owner.namespace.clone(), owner.name.clone());
-        let reader: Option<&dyn StatusReader> =
+        let exprs: Option<&dyn StatusReader> =
             (!checked.health_exprs.is_empty()).then_some(&checked.health_exprs);
+        let no_fail_fast = WithoutFailFast { inner: exprs };
+        let reader = if self.ctx.fail_fast {
+            exprs
+        } else {
+            Some(&no_fail_fast as &dyn StatusReader)
+        };
         let watched = self
             .ctx
             .tracker_for(self.ks)
             .filter(|t| spec.wait() && reader.is_none() && t.covers(&owner_key, &targets));
         let started = Instant::now();
-        let waited = if let Some(t) = watched {
-            // Waiting holds no work slot.
-            self.slot.take();
-            t.wait_current(&owner_key, &targets, checked.timeout).await
-        } else if spec.wait() {
-            wait_for_applied(&applied.resolver, &targets, checked.timeout, reader).await
+        let wait = async {
+            if let Some(t) = watched {
+                // Waiting holds no work slot.
+                self.slot.take();
+                t.wait_current(&owner_key, &targets, checked.timeout).await
+            } else if spec.wait() {
+                wait_for_applied(&applied.resolver, &targets, checked.timeout, reader).await
+            } else {
+                wait_for_with_reader(&applied.resolver, &targets, checked.timeout, reader).await
+            }
+        };
+        let waited = if self.ctx.cancel_health_on_new_revision {
+            let reg = self.ctx.triggers.register(owner_key.clone());
+            tokio::select! {
+                waited = wait => waited,
+                by = reg.waiter.triggered() => {
+                    return Err(StageError::new(
+                        Severity::Superseded,
+                        READY,
+                        HEALTH_CHECK_CANCELED_REASON,
+                        format!("{CANCELED_PREFIX}{by}"),
+                    ));
+                }
+            }
         } else {
-            wait_for_with_reader(&applied.resolver, &targets, checked.timeout, reader).await
+            wait.await
         };
         waited
             .map_err(|e| StageError::generic(READY, HEALTH_CHECK_FAILED_REASON, e.to_string()))?;

@@ -57,9 +57,11 @@ pub async fn source(ctx: &Context, ks: &Kustomization) -> Result<(String, Artifa
     check_access(ctx, &ns, "GitRepository", &source_ns, &r.name)?;
     let api: Api<GitRepository> = Api::namespaced(ctx.client.clone(), &source_ns);
     let id = format!("GitRepository/{source_ns}/{}", r.name);
+    // DirectSourceFetch: always from the API, never the watch cache.
     let cached = ctx
         .sources
         .get()
+        .filter(|_| !ctx.direct_source_fetch)
         .and_then(|store| store.get(&reflector::ObjectRef::new(&r.name).within(&source_ns)));
     let fetched = match cached {
         Some(repo) => Ok(Some(repo.as_ref().clone())),

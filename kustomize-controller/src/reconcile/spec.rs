@@ -14,12 +14,16 @@ use serde_json::Value;
 
 use super::client::impersonation_user;
 use super::context::Context;
+use super::ownership::InventoryClaims;
 use crate::cel::HealthExprs;
 use crate::identity::GROUP;
-use crate::ssa::kstatus::Status;
+use crate::ssa::claims::TAKEOVER_SUFFIX;
+use crate::ssa::kstatus::{Status, compute};
+use crate::ssa::wait::is_statusless;
 use crate::ssa::{
     Action, ApplyOptions, ChangeSet, DriftIgnoreRule, ObjectRef, Owner, StatusReader,
 };
+use kube::ResourceExt;
 
 /// The build overrides from the spec.
 pub fn overrides_from_spec(spec: &KustomizationSpec) -> FluxOverrides {
@@ -160,6 +164,18 @@ pub fn apply_options(
     opts.override_managers = ctx.override_managers.clone();
     opts.custom_stage_kinds = ctx.custom_stage_kinds.clone();
     opts.ignore = ignore;
+    opts.refuse_conflicts = ctx.refuse_conflicts;
+    opts.group_log = ctx.group_change_log;
+    if ctx.refuse_conflicts {
+        let key = opts.owner.key(TAKEOVER_SUFFIX);
+        opts.takeover = ks
+            .annotations()
+            .get(&key)
+            .is_some_and(|v| v.eq_ignore_ascii_case("enabled"));
+        opts.claims = Some(std::sync::Arc::new(InventoryClaims {
+            client: ctx.client.clone(),
+        }));
+    }
     if let Some(t) = ctx.tracker_for(ks) {
         opts.cache = Some(std::sync::Arc::new(t.clone()));
         opts.cache_salt = {
@@ -194,6 +210,41 @@ impl StatusReader for HealthExprs {
                 (r.status, r.message, err)
             }
             None => (Status::Unknown, String::new(), None),
+        }
+    }
+}
+
+/// `DisableFailFastBehavior`: a Failed object does not end the health wait; it counts as
+/// still in progress until it recovers or the timeout (Flux's `FailFast: false`). Objects of
+/// kinds without a status stay with the wait's own rule (Current without a watch).
+pub struct WithoutFailFast<'a> {
+    /// The `healthCheckExprs` reader, if any.
+    pub inner: Option<&'a dyn StatusReader>,
+}
+
+impl StatusReader for WithoutFailFast<'_> {
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        self.inner.is_some_and(|r| r.handles(group, kind))
+            || !is_statusless(&ObjectRef {
+                group: group.to_string(),
+                version: String::new(),
+                kind: kind.to_string(),
+                namespace: String::new(),
+                name: String::new(),
+            })
+    }
+
+    fn read(&self, group: &str, kind: &str, obj: &Value) -> (Status, String, Option<String>) {
+        let (status, message, err) = match self.inner.filter(|r| r.handles(group, kind)) {
+            Some(r) => r.read(group, kind, obj),
+            None => {
+                let r = compute(obj);
+                (r.status, r.message, None)
+            }
+        };
+        match status {
+            Status::Failed => (Status::InProgress, message, err),
+            other => (other, message, err),
         }
     }
 }
@@ -308,6 +359,25 @@ mod tests {
         assert_eq!(
             subjects,
             ["ConfigMap/a/c", "Kustomization/flux-system/other"]
+        );
+    }
+
+    #[test]
+    fn without_fail_fast_a_failed_object_is_still_in_progress() {
+        let failed = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "generation": 1},
+            "spec": {"replicas": 1},
+            "status": {"observedGeneration": 1, "conditions": [{"type": "Progressing",
+                "status": "False", "reason": "ProgressDeadlineExceeded", "message": "too slow"}]}});
+        assert_eq!(compute(&failed).status, Status::Failed);
+        let r = WithoutFailFast { inner: None };
+        assert!(r.handles("apps", "Deployment"));
+        assert!(!r.handles("", "ConfigMap"));
+        let (status, message, _) = r.read("apps", "Deployment", &failed);
+        assert_eq!(status, Status::InProgress);
+        assert!(
+            message.contains("too slow") || !message.is_empty(),
+            "{message}"
         );
     }
 }

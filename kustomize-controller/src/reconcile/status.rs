@@ -57,6 +57,8 @@ pub enum Requeue {
     Retry(Duration),
     /// Only when the object changes.
     Never,
+    /// At once (a newer trigger cut the run short).
+    Now,
 }
 
 /// The event of a reconcile.
@@ -201,23 +203,32 @@ pub fn conclude(
             };
             let requeue = match f.severity {
                 Severity::Waiting => Requeue::Dependency,
+                Severity::Superseded => Requeue::Now,
                 Severity::Generic | Severity::Misconfigured => retry(),
                 Severity::Stalling => Requeue::Never,
             };
             // Flux only logs a missing source or artifact (no event) while it waits for it,
             // and records a dependency wait at info severity.
             let quiet = f.severity == Severity::Waiting && f.reason == ARTIFACT_FAILED_REASON;
-            let kind = if f.reason == DEPENDENCY_NOT_READY_REASON {
-                EventType::Normal
-            } else {
-                EventType::Warning
+            let kind =
+                if f.reason == DEPENDENCY_NOT_READY_REASON || f.severity == Severity::Superseded {
+                    EventType::Normal
+                } else {
+                    EventType::Warning
+                };
+            // Flux words the event of a cancelled health check apart from its condition.
+            let message = match f.message.strip_prefix(CANCELED_PREFIX) {
+                Some(by) if f.severity == Severity::Superseded => {
+                    format!("Health checks canceled due to new reconciliation triggered by {by}")
+                }
+                _ => f.message,
             };
             (
                 requeue,
                 Event {
                     kind,
                     reason: f.reason.to_string(),
-                    message: f.message,
+                    message,
                     revision: f.revision.unwrap_or_default(),
                     quiet,
                 },
@@ -237,6 +248,10 @@ pub fn conclude(
         event,
     }
 }
+
+/// The start of the condition message of a health check cancelled by a new revision
+/// (`CancelHealthCheckOnNewRevision`), followed by `Kind/namespace/name` of the trigger.
+pub const CANCELED_PREFIX: &str = "New reconciliation triggered by ";
 
 /// The history digest: sha256 of the built objects as the YAML stream kustomize prints, in build
 /// order (Flux digests the same bytes, so both controllers record the same digest).

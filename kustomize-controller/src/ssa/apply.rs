@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::cache::{AppliedCache, desired_hash};
 use super::changeset::{Action, ChangeSet};
+use super::claims::{Claim, foreign_appliers, marked_claim, takeover_allowed};
 use super::cleanup::cleanup_patch;
 use super::drift::{DriftIgnoreRule, has_drifted, ignored_paths, reconcile_ignored, strip_paths};
 use super::errors::{ApplyError, ApplyErrorKind, api_reason, dry_run_error, is_immutable_error};
@@ -45,6 +46,27 @@ pub struct ApplyOptions {
     /// Mixed into the cache's desired-state hashes: the settings besides the object that
     /// change how it is applied (force, ignore rules, impersonated user...).
     pub cache_salt: u64,
+    /// Refuse objects another owner holds ([`super::claims`]); off is Flux's behaviour
+    /// (take everything over).
+    pub refuse_conflicts: bool,
+    /// The owner asks to take over what others hold (`<group>/takeover: enabled` on it).
+    pub takeover: bool,
+    /// Tells whether another owner of our kind still holds an object its labels give it.
+    pub claims: Option<Arc<dyn ClaimCheck>>,
+    /// Log the change set grouped by action (`GroupChangeLog`), not object by object.
+    pub group_log: bool,
+}
+
+/// Whether another owner of our kind (named by the labels of a live object) still holds it:
+/// it exists, is not being deleted and lists the object. Stale labels are no claim.
+pub trait ClaimCheck: Send + Sync {
+    /// Whether `namespace/name` still holds `id`.
+    fn holds<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        id: &'a ObjectRef,
+    ) -> futures::future::BoxFuture<'a, bool>;
 }
 
 impl std::fmt::Debug for ApplyOptions {
@@ -58,6 +80,8 @@ impl std::fmt::Debug for ApplyOptions {
             .field("ignore", &self.ignore.len())
             .field("concurrency", &self.concurrency)
             .field("cache", &self.cache.is_some())
+            .field("refuse_conflicts", &self.refuse_conflicts)
+            .field("takeover", &self.takeover)
             .finish()
     }
 }
@@ -75,6 +99,10 @@ impl ApplyOptions {
             concurrency: 4,
             cache: None,
             cache_salt: 0,
+            refuse_conflicts: false,
+            takeover: false,
+            claims: None,
+            group_log: false,
         }
     }
 }
@@ -154,6 +182,8 @@ async fn delete_and_wait(
 enum Plan {
     /// Nothing to write (skipped or unchanged), with the object as read when it was.
     Done(Action, Option<Box<Value>>),
+    /// Not applied: another owner holds it.
+    Refused(Claim),
     /// Apply this payload; `created` when the object does not exist (yet).
     Apply {
         api: Box<Api<DynamicObject>>,
@@ -196,6 +226,11 @@ async fn plan_one(
     if skip(live.as_ref()) {
         return Ok(Plan::Done(Action::Skipped, None));
     }
+    // Before any write or dry-run: an immutable-field recreation must never hit an object
+    // someone else holds.
+    if let Some(claim) = refused(&api, obj, desired, live.as_ref(), opts).await {
+        return Ok(Plan::Refused(claim));
+    }
 
     let mut dry = match dry_run(&api, obj, desired, &opts.owner.manager).await {
         Ok(v) => v,
@@ -222,6 +257,9 @@ async fn plan_one(
         live = get_live(&api, obj).await?;
         if skip(live.as_ref()) {
             return Ok(Plan::Done(Action::Skipped, None));
+        }
+        if let Some(claim) = refused(&api, obj, desired, live.as_ref(), opts).await {
+            return Ok(Plan::Refused(claim));
         }
     }
 
@@ -285,6 +323,67 @@ async fn plan_one(
     })
 }
 
+/// The claim that keeps us from applying `desired` over `live`, unless conflicts are not
+/// refused or a takeover is allowed.
+async fn refused(
+    api: &Api<DynamicObject>,
+    obj: &ObjectRef,
+    desired: &Value,
+    live: Option<&Value>,
+    opts: &ApplyOptions,
+) -> Option<Claim> {
+    let live = live?;
+    if !opts.refuse_conflicts || opts.takeover || takeover_allowed(&opts.owner, desired, None) {
+        return None;
+    }
+    held_by(api, obj, desired, live, opts).await
+}
+
+/// Who else holds the live object `live`, if anyone ([`super::claims`]): its marks, then
+/// other appliers whose fields overlap ours (a dry-run apply without force conflicts).
+async fn held_by(
+    api: &Api<DynamicObject>,
+    obj: &ObjectRef,
+    desired: &Value,
+    live: &Value,
+    opts: &ApplyOptions,
+) -> Option<Claim> {
+    match marked_claim(live, obj, &opts.owner) {
+        Some(Claim::Owner { namespace, name }) => {
+            let holds = match opts.claims.as_deref() {
+                Some(check) => check.holds(&namespace, &name, obj).await,
+                None => true,
+            };
+            return holds.then_some(Claim::Owner { namespace, name });
+        }
+        Some(claim) => return Some(claim),
+        None => {}
+    }
+    let appliers = foreign_appliers(live, &opts.owner, &opts.override_managers);
+    if appliers.is_empty() {
+        return None;
+    }
+    let pp = PatchParams {
+        dry_run: true,
+        ..PatchParams::apply(&opts.owner.manager)
+    };
+    match api.patch(&obj.name, &pp, &Patch::Apply(desired)).await {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let named: Vec<String> = appliers
+                .iter()
+                .filter(|m| s.message.contains(&format!("\"{m}\"")))
+                .cloned()
+                .collect();
+            Some(Claim::Managers(if named.is_empty() {
+                appliers
+            } else {
+                named
+            }))
+        }
+        _ => None,
+    }
+}
+
 /// The real server-side apply of a planned object; returns the action and the object as the
 /// server returned it (or as read, when there was nothing to write).
 async fn execute(
@@ -294,6 +393,7 @@ async fn execute(
 ) -> Result<(Action, Option<Value>), ApplyErrorKind> {
     let (api, payload, created) = match plan {
         Plan::Done(action, live) => return Ok((action, live.map(|b| *b))),
+        Plan::Refused(_) => return Ok((Action::Skipped, None)),
         Plan::Apply {
             api,
             payload,
@@ -427,6 +527,11 @@ pub async fn apply_all_with(
             }
         }
         for (id, desired, plan) in planned {
+            if let Plan::Refused(claim) = plan {
+                record(resolver, opts, &id, &desired, Action::Unknown, None).await;
+                changes.refuse(id, claim);
+                continue;
+            }
             match execute(&id, plan, &opts.owner.manager).await {
                 Ok((action, live)) => {
                     record(resolver, opts, &id, &desired, action, live.as_ref()).await;
@@ -453,13 +558,10 @@ pub async fn apply_all_with(
             });
         }
     }
-    tracing::info!(
-        output = ?changes
-            .entries
-            .iter()
-            .map(|e| (e.subject(), e.action.to_string()))
-            .collect::<Vec<_>>(),
-        "server-side apply completed"
-    );
+    if opts.group_log {
+        tracing::info!(output = ?changes.to_grouped_map(), "server-side apply completed");
+    } else {
+        tracing::info!(output = ?changes.to_map(), "server-side apply completed");
+    }
     Ok(changes)
 }

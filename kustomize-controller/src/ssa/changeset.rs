@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::claims::Claim;
 use super::object::ObjectRef;
 
 /// What happened to one object.
@@ -62,6 +63,9 @@ impl fmt::Display for ChangeSetEntry {
 pub struct ChangeSet {
     /// Entries in order.
     pub entries: Vec<ChangeSetEntry>,
+    /// Objects not applied because another owner holds them (not in `entries`, so neither
+    /// in the inventory nor ever pruned by this owner).
+    pub refused: Vec<(ObjectRef, Claim)>,
 }
 
 impl ChangeSet {
@@ -70,9 +74,35 @@ impl ChangeSet {
         self.entries.push(ChangeSetEntry { object, action });
     }
 
+    /// Subject → action, for the apply log (Flux's `ToMap`).
+    pub fn to_map(&self) -> std::collections::BTreeMap<String, String> {
+        self.entries
+            .iter()
+            .map(|e| (e.subject(), e.action.to_string()))
+            .collect()
+    }
+
+    /// Action → subjects in order, for the apply log with `GroupChangeLog` (Flux's
+    /// `ToGroupedMap`).
+    pub fn to_grouped_map(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for e in &self.entries {
+            out.entry(e.action.to_string())
+                .or_default()
+                .push(e.subject());
+        }
+        out
+    }
+
+    /// Records an object another owner holds.
+    pub fn refuse(&mut self, object: ObjectRef, claim: Claim) {
+        self.refused.push((object, claim));
+    }
+
     /// Appends all entries of `other`.
     pub fn extend(&mut self, other: ChangeSet) {
         self.entries.extend(other.entries);
+        self.refused.extend(other.refused);
     }
 
     /// The action recorded for a subject (`Kind/ns/name`).
@@ -139,5 +169,33 @@ mod tests {
         );
         assert_eq!(cs.action_of("Namespace/a"), Some(Action::Unchanged));
         assert_eq!(cs.entries[3].to_string(), "Secret/a/x skipped");
+    }
+
+    #[test]
+    fn the_apply_log_maps_by_subject_or_groups_by_action() {
+        let obj = |kind: &str, name: &str| ObjectRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: "apps".into(),
+            name: name.into(),
+        };
+        let mut c = ChangeSet::default();
+        c.push(obj("ConfigMap", "a"), Action::Created);
+        c.push(obj("ConfigMap", "b"), Action::Unchanged);
+        c.push(obj("Secret", "c"), Action::Created);
+        assert_eq!(
+            c.to_map().get("ConfigMap/apps/b").map(String::as_str),
+            Some("unchanged")
+        );
+        let grouped = c.to_grouped_map();
+        assert_eq!(
+            grouped.get("created"),
+            Some(&vec![
+                "ConfigMap/apps/a".to_string(),
+                "Secret/apps/c".to_string()
+            ])
+        );
+        assert_eq!(grouped.len(), 2);
     }
 }

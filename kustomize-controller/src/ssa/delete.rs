@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::changeset::{Action, ChangeSet};
 use super::object::ObjectRef;
 use super::owner::{Owner, has_meta_value};
-use super::resolver::Resolver;
+use super::resolver::{Resolver, error_text};
 
 /// Deletion failures, aggregated like Flux (`delete failed, errors: <e1>;<e2>;`).
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +60,11 @@ pub async fn delete_all(
             }
             Ok(Some(live)) => serde_json::to_value(&live).unwrap_or(Value::Null),
             Err(e) => {
-                errors.push(format!("{} query failed: {e}", obj.subject()));
+                errors.push(format!(
+                    "{} query failed: {}",
+                    obj.subject(),
+                    error_text(&e)
+                ));
                 not_deleted.push(obj.clone());
                 continue;
             }
@@ -75,7 +79,11 @@ pub async fn delete_all(
                 changes.push(obj.clone(), Action::Deleted);
             }
             Err(e) => {
-                errors.push(format!("{} delete failed: {e}", obj.subject()));
+                errors.push(format!(
+                    "{} delete failed: {}",
+                    obj.subject(),
+                    error_text(&e)
+                ));
                 not_deleted.push(obj.clone());
             }
         }

@@ -7,6 +7,7 @@
 //! | `object.rs` | [`ObjectRef`]: identity, inventory id, `Kind/ns/name` |
 //! | `owner.rs` | [`Owner`]: field manager, owner labels, `<group>/ssa`… annotations, `prepare` |
 //! | `changeset.rs` | [`ChangeSet`], [`Action`] |
+//! | `claims.rs` | ownership conflicts: who else holds a live object ([`Claim`]) |
 //! | `resolver.rs` | [`Resolver`]: discovery with a cache |
 //! | `stage.rs` | Flux's apply stages and kind order |
 //! | `apply.rs` | plan (GET, dry-run, drift, cleanup) and apply, stage by stage |
@@ -21,6 +22,7 @@
 pub mod apply;
 pub mod cache;
 pub mod changeset;
+pub mod claims;
 pub mod cleanup;
 pub mod delete;
 pub mod drift;
@@ -32,9 +34,10 @@ pub mod resolver;
 pub mod stage;
 pub mod wait;
 
-pub use apply::{ApplyOptions, apply_all, apply_all_with};
+pub use apply::{ApplyOptions, ClaimCheck, apply_all, apply_all_with};
 pub use cache::{AppliedCache, desired_hash};
 pub use changeset::{Action, ChangeSet, ChangeSetEntry};
+pub use claims::Claim;
 pub use delete::{DeleteError, delete_all, may_delete};
 pub use drift::{DriftIgnoreRule, SelectorError, compile_ignore_rules};
 pub use errors::{ApplyError, ApplyErrorKind};

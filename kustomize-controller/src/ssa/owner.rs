@@ -126,20 +126,24 @@ pub fn has_meta_value(obj: &Value, key: &str, value: &str) -> bool {
     })
 }
 
+/// The owner the unit tests use: Kustomization `flux-system/app`.
+#[cfg(test)]
+pub(crate) fn test_owner() -> Owner {
+    Owner {
+        manager: "kustomize-controller".into(),
+        group: "kustomize.toolkit.fluxcd.io".into(),
+        name: "app".into(),
+        namespace: "flux-system".into(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn owner() -> Owner {
-        Owner {
-            manager: "kustomize-controller".into(),
-            group: "kustomize.toolkit.fluxcd.io".into(),
-            name: "app".into(),
-            namespace: "flux-system".into(),
-        }
-    }
+    use super::test_owner as owner;
 
     #[test]
     fn prepare_sets_owner_labels_and_strips_server_fields() {

@@ -31,6 +31,15 @@ pub enum LookupError {
         /// Details.
         message: String,
     },
+    /// Discovery could not be asked (transport error, 5xx, ...): whether the kind exists is
+    /// not known.
+    #[error("{subject}: discovery failed: {message}")]
+    Discovery {
+        /// `Kind/ns/name`.
+        subject: String,
+        /// Details.
+        message: String,
+    },
 }
 
 /// Maps group/version/kind to API resources through discovery, with a cache that is refreshed
@@ -43,17 +52,56 @@ pub struct Resolver {
 /// Cache key: group, version, kind.
 type GvkKey = (String, String, String);
 
-/// A kind that discovery cannot resolve.
+/// A kind that discovery did not resolve.
 #[derive(Debug, thiserror::Error)]
-#[error("no matches for kind \"{kind}\" in version \"{api_version}\": {source}")]
-pub struct ResolveError {
-    /// Kind.
-    pub kind: String,
-    /// `group/version`.
-    pub api_version: String,
-    /// The discovery error.
-    #[source]
-    pub source: kube::Error,
+pub enum ResolveError {
+    /// The API server does not serve the kind (or its group/version): Flux's RESTMapper text.
+    #[error("no matches for kind \"{kind}\" in version \"{api_version}\"")]
+    NoMatch {
+        /// Kind.
+        kind: String,
+        /// `group/version`.
+        api_version: String,
+        /// The discovery error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Discovery itself failed (transport error, 5xx, ...).
+    #[error("discovery failed: {}", error_text(.source))]
+    Failed {
+        /// The discovery error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ResolveError {
+    /// Classifies a discovery error for `obj`: only a miss says "no matches for kind".
+    pub fn new(obj: &ObjectRef, source: kube::Error) -> Self {
+        if is_discovery_miss(&source) {
+            ResolveError::NoMatch {
+                kind: obj.kind.clone(),
+                api_version: obj.api_version(),
+                source,
+            }
+        } else {
+            ResolveError::Failed { source }
+        }
+    }
+
+    /// The lookup error of `obj` this makes (Flux's `not found` for a miss).
+    pub fn into_lookup(self, obj: &ObjectRef) -> LookupError {
+        match self {
+            e @ ResolveError::NoMatch { .. } => LookupError::NotFound {
+                subject: obj.subject(),
+                message: e.to_string(),
+            },
+            ResolveError::Failed { source } => LookupError::Discovery {
+                subject: obj.subject(),
+                message: error_text(&source),
+            },
+        }
+    }
 }
 
 impl Resolver {
@@ -88,13 +136,7 @@ impl Resolver {
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                Err(source) => {
-                    return Err(ResolveError {
-                        kind: obj.kind.clone(),
-                        api_version: obj.api_version(),
-                        source,
-                    });
-                }
+                Err(source) => return Err(ResolveError::new(obj, source)),
             }
         };
         let namespaced = matches!(caps.scope, Scope::Namespaced);
@@ -106,10 +148,7 @@ impl Resolver {
 
     /// A dynamic API handle for `obj` (namespaced objects need a namespace).
     pub async fn api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, LookupError> {
-        let (ar, namespaced) = self.resolve(obj).await.map_err(|e| LookupError::NotFound {
-            subject: obj.subject(),
-            message: e.to_string(),
-        })?;
+        let (ar, namespaced) = self.resolve(obj).await.map_err(|e| e.into_lookup(obj))?;
         if namespaced {
             if obj.namespace.is_empty() {
                 return Err(LookupError::NamespaceNotSpecified {
@@ -128,10 +167,128 @@ impl Resolver {
     }
 }
 
+/// Whether discovery answered that the kind, or its group/version, is not served.
 fn is_discovery_miss(e: &kube::Error) -> bool {
     match e {
         kube::Error::Discovery(_) => true,
         kube::Error::Api(s) => s.code == 404,
         _ => false,
+    }
+}
+
+/// A kube error as clean text for conditions and events: an API status gives its message (not
+/// kube's `ApiError: … (Status { … })` Debug dump); any other error gives its `source()`
+/// chain, each cause once, so a reset reads `… client error (SendRequest): connection error:
+/// Connection reset by peer` rather than stopping at `SendRequest`.
+pub(crate) fn error_text(e: &kube::Error) -> String {
+    if let kube::Error::Api(s) = e {
+        return if !s.message.is_empty() {
+            s.message.clone()
+        } else if !s.reason.is_empty() {
+            s.reason.clone()
+        } else {
+            format!("HTTP status {}", s.code)
+        };
+    }
+    chain_text(e)
+}
+
+/// `e` and its causes joined with `: `, leaving out a cause whose text is already there (most
+/// errors repeat their source's text in their own).
+fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !part.is_empty() && !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn cm() -> ObjectRef {
+        ObjectRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "ns".into(),
+            name: "x".into(),
+        }
+    }
+
+    fn api(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn only_a_miss_says_no_matches_for_kind() {
+        let missing = kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(
+            "GroupVersionKind { group: \"\", version: \"v1\", kind: \"ConfigMap\" }".into(),
+        ));
+        assert_eq!(
+            ResolveError::new(&cm(), missing)
+                .into_lookup(&cm())
+                .to_string(),
+            r#"ConfigMap/ns/x not found: no matches for kind "ConfigMap" in version "v1""#
+        );
+        let gone = api(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+        assert!(matches!(
+            ResolveError::new(&cm(), gone).into_lookup(&cm()),
+            LookupError::NotFound { .. }
+        ));
+
+        let unavailable = api(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        );
+        let text = ResolveError::new(&cm(), unavailable)
+            .into_lookup(&cm())
+            .to_string();
+        assert_eq!(
+            text,
+            "ConfigMap/ns/x: discovery failed: the server is currently unable to handle the request"
+        );
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (SendRequest)")]
+        struct SendRequest(#[source] std::io::Error);
+        let reset = kube::Error::Service(Box::new(SendRequest(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        ))));
+        let text = ResolveError::new(&cm(), reset)
+            .into_lookup(&cm())
+            .to_string();
+        assert_eq!(
+            text,
+            "ConfigMap/ns/x: discovery failed: ServiceError: client error (SendRequest): connection reset by peer"
+        );
+    }
+
+    #[test]
+    fn error_chains_name_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let e = kube::Error::Service(Box::new(Repeats(std::io::Error::other("eof"))));
+        // kube repeats its source ("ServiceError: outer: eof"), which repeats its own.
+        assert_eq!(error_text(&e), "ServiceError: outer: eof");
     }
 }

@@ -27,7 +27,9 @@ pub fn to_yaml(v: &Value) -> String {
         Value::Object(m) if !m.is_empty() => write_map(&mut out, v, 0),
         Value::Array(a) if !a.is_empty() => write_seq(&mut out, v, 0),
         other => {
-            write_scalar_inline(&mut out, other, 0);
+            // Like libyaml, a scalar document's block content and folded lines are indented
+            // (at column 0 a `---` line would end the document).
+            write_scalar_inline(&mut out, other, 2);
             out.push('\n');
         }
     }
@@ -112,6 +114,9 @@ pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
     ar.len().cmp(&br.len())
 }
 
+/// go-yaml's longest implicit (simple) key; longer keys are written as `? key`.
+const MAX_SIMPLE_KEY: usize = 128;
+
 /// Writes a non-empty mapping whose keys start at column `ind`; the first key is written
 /// at the current position (the caller has already indented).
 fn write_map_body(out: &mut String, v: &Value, ind: usize, first_inline: bool) {
@@ -119,7 +124,17 @@ fn write_map_body(out: &mut String, v: &Value, ind: usize, first_inline: bool) {
         if i > 0 || !first_inline {
             indent(out, ind);
         }
-        out.push_str(&key_text(k));
+        let key = key_text(k);
+        if key.chars().count() > MAX_SIMPLE_KEY {
+            // Like go-yaml: a long key is written as an explicit `? key` (an implicit key may
+            // not exceed 1024 characters).
+            out.push_str("? ");
+            out.push_str(&key);
+            out.push('\n');
+            indent(out, ind);
+        } else {
+            out.push_str(&key);
+        }
         out.push(':');
         match val {
             Value::Object(m) if !m.is_empty() => {
@@ -336,7 +351,9 @@ fn style_for(s: &str) -> Style {
     }
     if s.contains('\n') {
         let trailing_space_line = s.split('\n').any(|l| l.ends_with(' ') || l.ends_with('\t'));
-        if trailing_space_line {
+        // Only line breaks: a block scalar would have no content line (clipping reads it back
+        // empty, and yaml-rust2 rejects a `---` right after a kept one).
+        if trailing_space_line || s.bytes().all(|b| b == b'\n') {
             return Style::Double;
         }
         return Style::Literal;
@@ -360,7 +377,9 @@ fn plain_ok(s: &str) -> bool {
     if (first == b'-' || first == b'?' || first == b':') && (b.len() == 1 || b[1] == b' ') {
         return false;
     }
-    if s == "---" || s.starts_with("--- ") || s == "..." {
+    // Like go-yaml: anything that starts like a document marker is quoted (a plain `... x` at
+    // column 0 ends the document).
+    if s.starts_with("---") || s.starts_with("...") {
         return false;
     }
     if s.contains(": ") || s.contains(" #") || s.ends_with(':') || s.contains('\t') {
@@ -614,6 +633,34 @@ mod tests {
         assert_eq!(go_float(1e21), "1e+21");
         assert_eq!(go_float(1.5e-7), "1.5e-7");
         assert_eq!(go_float(0.25), "0.25");
+    }
+
+    /// Found by the `yaml` fuzz target: scalar documents printed at column 0 swallowed the
+    /// next `---` (literal) or started a line with `---` (folded double-quoted), a plain
+    /// `... x` ended the document, a string of only line breaks read back empty, and a key
+    /// over 1024 characters did not parse.
+    #[test]
+    fn scalar_documents_and_bare_line_breaks_round_trip() {
+        let long = format!(
+            "lit:t-----  {}li {{cn@m@], e\u{19e}{}\n---    --",
+            "\u{16}".repeat(50),
+            "\u{16}".repeat(30)
+        );
+        let docs = vec![
+            json!("----  a x\n----&y text"),
+            json!("e, ~, tru-\n# bG8=\n"),
+            json!(long),
+            json!("-siona.5"),
+            json!({"k": "\n", "l": ["\n", "\n\n"], "m": {"n": "\n"}}),
+            json!("\n"),
+            json!("... fold----"),
+            json!({"k": "...x", "l": ["---x", "... y"]}),
+            json!({"k".repeat(1100): {"a".repeat(200): "v", "b": [1, "x".repeat(129)]}}),
+            json!([{"q".repeat(130): ["s"], "r": {"t".repeat(130): {}}}]),
+        ];
+        let text = to_yaml_stream(&docs);
+        let back = parse_stream(&text, "t").unwrap();
+        assert_eq!(back, docs, "text was:\n{text}");
     }
 
     #[test]

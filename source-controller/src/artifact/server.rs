@@ -4,8 +4,9 @@
 //! content sniffing, so `.tar.gz` is `application/x-gzip`).
 //!
 //! Unlike Go's server it refuses (400) any `..` segment (raw or percent-encoded), NUL bytes and
-//! malformed escapes, and it answers 404 for anything whose resolved path (after symlinks) is
-//! outside the root.
+//! malformed escapes, it answers 404 for anything whose resolved path (after symlinks) is
+//! outside the root, and it neither serves nor lists the temporary file of an archive being
+//! written (`.rflux-archive-*`, left behind when the writer is killed).
 
 use std::future::Future;
 use std::io::SeekFrom;
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::error::ArtifactError;
+use super::storage::TEMP_PREFIX;
 
 const CHUNK: usize = 64 * 1024;
 
@@ -165,6 +167,11 @@ async fn handle(State(st): State<Arc<ServerState>>, req: Request) -> Response {
     let Ok(segments) = safe_segments(&raw) else {
         return bad_request();
     };
+    // An archive being written (or left by a writer that died) is never served: only the
+    // renamed, complete file is an artifact.
+    if segments.iter().any(|s| is_temp_name(s)) {
+        return not_found();
+    }
     let mut path = st.root.clone();
     for s in &segments {
         path.push(s);
@@ -459,6 +466,12 @@ fn escape_html(s: &str) -> String {
     out
 }
 
+/// Whether a file name is one of the temporary files [`super::Storage::archive`] writes before
+/// the rename.
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
 async fn list_dir(dir: &Path, method: &Method) -> Response {
     let mut rd = match tokio::fs::read_dir(dir).await {
         Ok(rd) => rd,
@@ -468,8 +481,12 @@ async fn list_dir(dir: &Path, method: &Method) -> Response {
     loop {
         match rd.next_entry().await {
             Ok(Some(e)) => {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if is_temp_name(&name) {
+                    continue;
+                }
                 let is_dir = e.file_type().await.is_ok_and(|t| t.is_dir());
-                entries.push((e.file_name().to_string_lossy().into_owned(), is_dir));
+                entries.push((name, is_dir));
             }
             Ok(None) => break,
             Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "Error reading directory"),

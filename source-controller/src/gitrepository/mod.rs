@@ -5,6 +5,7 @@ pub mod auth;
 pub mod checkout;
 pub mod context;
 pub mod controller;
+pub mod limits;
 pub mod reconcile;
 pub mod refs;
 pub mod semver;

@@ -184,6 +184,7 @@ async fn report(
                 // Stalled, but the fix is outside the object: look again at its interval.
                 Severity::Misconfigured => Ok(Action::requeue(interval(obj, ctx))),
                 Severity::Waiting => Ok(Action::requeue(ctx.requeue_dependency)),
+                Severity::Superseded => Ok(Action::requeue(std::time::Duration::ZERO)),
                 Severity::Generic => Err(ReconcileError::Stage(e.message)),
             };
         }

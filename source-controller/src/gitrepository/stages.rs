@@ -185,7 +185,8 @@ async fn reconcile_auth(run: &Run<'_>) -> Result<Remote, StageError> {
     let mut remote = Remote::new(spec.url.clone())
         .with_auth(auth)
         .with_tls(tls)
-        .with_timeout(timeout);
+        .with_timeout(timeout)
+        .with_limits(super::limits::fetch_limits());
     if let Some(r) = &spec.proxy_secret_ref {
         let data = auth_secret(run, &r.name).await?;
         let proxy = proxy_from_secret(&data).map_err(|e| {

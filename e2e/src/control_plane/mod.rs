@@ -1,10 +1,18 @@
 //! A local Kubernetes control plane: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and kwok as detached processes, plus
 //! one kwok-managed Node.
+//!
+//! `args.rs` holds the command lines, `state.rs` what is recorded about an instance and the
+//! start options, `faults.rs` the fault-injection helpers (stop and start etcd or
+//! kube-apiserver alone, keeping data and ports) and extra client identities.
+
+mod args;
+mod faults;
+mod state;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,13 +22,14 @@ use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use serde::{Deserialize, Serialize};
 
 use crate::pki::{self, Usage};
 use crate::process::{self, ProcessInfo};
 use crate::{
     bin_dir, free_port, lock_file, now_unix, random_suffix, state_root, unique_name, write_atomic,
 };
+pub use faults::Component;
+pub use state::{ControlPlaneOptions, ControlPlaneState};
 
 /// Name of the instance used by [`ControlPlane::shared`].
 pub const DEFAULT_INSTANCE: &str = "default";
@@ -29,25 +38,6 @@ pub const DEFAULT_INSTANCE: &str = "default";
 pub const NODE_NAME: &str = "kwok-node-0";
 
 const STATE_FILE: &str = "state.json";
-
-/// What `up` records about a running instance (`<state>/<name>/state.json`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ControlPlaneState {
-    pub name: String,
-    pub dir: PathBuf,
-    pub kubeconfig: PathBuf,
-    pub server: String,
-    pub ca_cert: PathBuf,
-    pub admin_token: String,
-    pub etcd_client_port: u16,
-    pub etcd_peer_port: u16,
-    pub apiserver_port: u16,
-    pub kwok_port: u16,
-    pub processes: Vec<ProcessInfo>,
-    pub started_at: u64,
-    /// Set once the Node is Ready and the `default` ServiceAccount exists.
-    pub ready: bool,
-}
 
 /// One running control plane instance.
 #[derive(Clone, Debug)]
@@ -191,11 +181,22 @@ impl ControlPlane {
     /// Starts a fresh instance, replacing whatever state `name` had. The
     /// binaries must exist (see [`crate::ensure_binaries`]).
     pub async fn start(name: &str) -> anyhow::Result<ControlPlane> {
+        Self::start_with(name, &ControlPlaneOptions::default()).await
+    }
+
+    /// Like [`ControlPlane::start`] with extra kube-apiserver flags and an optional audit
+    /// policy (see [`ControlPlaneOptions`]). The binaries must exist.
+    pub async fn start_with(
+        name: &str,
+        opts: &ControlPlaneOptions,
+    ) -> anyhow::Result<ControlPlane> {
         validate_name(name)?;
         Self::stop(name)?;
         let dir = state_root().join(name);
         let started = Instant::now();
         let mut cp = prepare(name, &dir)?;
+        cp.state.extra_apiserver_args = state::apiserver_flags_for(opts, &dir)?;
+        cp.save()?;
         match cp.launch().await {
             Ok(()) => {
                 eprintln!(
@@ -218,106 +219,20 @@ impl ControlPlane {
 
     async fn launch(&mut self) -> anyhow::Result<()> {
         let bin = bin_dir();
-        let dir = self.state.dir.clone();
-        let s = &self.state;
-        let pki_dir = dir.join("pki");
-        let p = |f: &str| pki_dir.join(f).display().to_string();
-        let etcd_data = dir.join("etcd");
+        let etcd_data = self.state.dir.join("etcd");
         std::fs::create_dir_all(&etcd_data)?;
         set_mode(&etcd_data, 0o700)?;
-
-        let etcd_args = vec![
-            "--name=default".to_string(),
-            format!("--data-dir={}", etcd_data.display()),
-            format!(
-                "--listen-client-urls=http://127.0.0.1:{}",
-                s.etcd_client_port
-            ),
-            format!(
-                "--advertise-client-urls=http://127.0.0.1:{}",
-                s.etcd_client_port
-            ),
-            format!("--listen-peer-urls=http://127.0.0.1:{}", s.etcd_peer_port),
-            format!(
-                "--initial-advertise-peer-urls=http://127.0.0.1:{}",
-                s.etcd_peer_port
-            ),
-            format!(
-                "--initial-cluster=default=http://127.0.0.1:{}",
-                s.etcd_peer_port
-            ),
-            "--unsafe-no-fsync=true".to_string(),
-            "--log-level=warn".to_string(),
-            "--quota-backend-bytes=1073741824".to_string(),
-        ];
-        let apiserver_args = vec![
-            format!("--etcd-servers=http://127.0.0.1:{}", s.etcd_client_port),
-            "--advertise-address=127.0.0.1".to_string(),
-            "--bind-address=127.0.0.1".to_string(),
-            format!("--secure-port={}", s.apiserver_port),
-            format!("--cert-dir={}", pki_dir.display()),
-            format!("--tls-cert-file={}", p("apiserver.crt")),
-            format!("--tls-private-key-file={}", p("apiserver.key")),
-            format!("--client-ca-file={}", p("ca.crt")),
-            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
-            "--authorization-mode=RBAC".to_string(),
-            "--service-cluster-ip-range=10.0.0.0/24".to_string(),
-            "--allow-privileged=true".to_string(),
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
-            format!("--service-account-key-file={}", p("sa.pub")),
-            format!("--service-account-signing-key-file={}", p("sa.key")),
-            "--profiling=false".to_string(),
-            "--event-ttl=1h".to_string(),
-            // The `kubernetes` Endpoints may not point at loopback: do not
-            // reconcile them (nothing in the cluster dials the API server).
-            "--endpoint-reconciler-type=none".to_string(),
-        ];
-        let kubeconfig = s.kubeconfig.display().to_string();
-        let kcm_args = vec![
-            format!("--kubeconfig={kubeconfig}"),
-            "--leader-elect=false".to_string(),
-            "--secure-port=0".to_string(),
-            format!("--root-ca-file={}", p("ca.crt")),
-            format!("--service-account-private-key-file={}", p("sa.key")),
-            format!("--cluster-signing-cert-file={}", p("ca.crt")),
-            format!("--cluster-signing-key-file={}", p("ca.key")),
-            "--kube-api-qps=100".to_string(),
-            "--kube-api-burst=200".to_string(),
-            "--profiling=false".to_string(),
-        ];
-        let scheduler_args = vec![
-            format!("--kubeconfig={kubeconfig}"),
-            "--leader-elect=false".to_string(),
-            "--secure-port=0".to_string(),
-            "--profiling=false".to_string(),
-        ];
-        let kwok_args = vec![
-            format!("--kubeconfig={kubeconfig}"),
-            "--manage-all-nodes=true".to_string(),
-            "--cidr=10.0.0.1/24".to_string(),
-            "--node-ip=10.0.0.1".to_string(),
-            format!("--server-address=127.0.0.1:{}", s.kwok_port),
-        ];
+        let etcd_args = args::etcd(&self.state);
+        let apiserver_args = args::apiserver(&self.state);
+        let kcm_args = args::controller_manager(&self.state);
+        let scheduler_args = args::scheduler(&self.state);
+        let kwok_args = args::kwok(&self.state);
 
         self.spawn(&bin, "etcd", &etcd_args)?;
-        let etcd_port = self.state.etcd_client_port;
-        self.wait_for("etcd /health", Duration::from_secs(30), || async move {
-            let body = http_get_plain(etcd_port, "/health")?;
-            if body.contains("\"health\":\"true\"") {
-                Ok(())
-            } else {
-                bail!("etcd not healthy: {body}")
-            }
-        })
-        .await?;
-
+        self.wait_etcd_healthy().await?;
         self.spawn(&bin, "kube-apiserver", &apiserver_args)?;
+        self.wait_apiserver_ready().await?;
         let client = self.client().await?;
-        self.wait_for("kube-apiserver /readyz", Duration::from_secs(120), || {
-            let client = client.clone();
-            async move { readyz(&client).await }
-        })
-        .await?;
 
         self.spawn(&bin, "kube-controller-manager", &kcm_args)?;
         self.spawn(&bin, "kube-scheduler", &scheduler_args)?;
@@ -340,6 +255,30 @@ impl ControlPlane {
         .await?;
         self.state.ready = true;
         self.save()
+    }
+
+    /// Waits (up to 30 s) until etcd answers `/health` with `"health":"true"`.
+    async fn wait_etcd_healthy(&self) -> anyhow::Result<()> {
+        let etcd_port = self.state.etcd_client_port;
+        self.wait_for("etcd /health", Duration::from_secs(30), || async move {
+            let body = http_get_plain(etcd_port, "/health")?;
+            if body.contains("\"health\":\"true\"") {
+                Ok(())
+            } else {
+                bail!("etcd not healthy: {body}")
+            }
+        })
+        .await
+    }
+
+    /// Waits (up to 120 s) until kube-apiserver answers `/readyz` with `ok`.
+    async fn wait_apiserver_ready(&self) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        self.wait_for("kube-apiserver /readyz", Duration::from_secs(120), || {
+            let client = client.clone();
+            async move { readyz(&client).await }
+        })
+        .await
     }
 
     fn spawn(&mut self, bin: &Path, name: &str, args: &[String]) -> anyhow::Result<()> {
@@ -602,6 +541,7 @@ fn prepare(name: &str, dir: &Path) -> anyhow::Result<ControlPlane> {
         processes: Vec::new(),
         started_at: now_unix(),
         ready: false,
+        extra_apiserver_args: Vec::new(),
     };
     let cp = ControlPlane { state };
     cp.save()?;
