@@ -5,17 +5,16 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error::{KustomizeError, Result};
 use crate::fieldspec::TransformerConfig;
-use crate::generator::{Behavior, Generated};
+use crate::generator::{Behavior, Generated, merge_generated};
 use crate::item::{Item, id_string};
 use crate::kustomization::Kustomization;
 use crate::patch::Schema;
 use crate::resource::ResId;
 use crate::scope::effective;
-use crate::transform::set_meta;
 
 /// State shared by the whole build.
 pub(crate) struct Ctx {
@@ -153,59 +152,6 @@ impl Acc {
             }
         }
     }
-}
-
-/// Merges (or replaces) a generated object into the existing one of the same id.
-fn merge_generated(old: &mut Item, item: Item, behavior: Behavior) {
-    let new_obj = item.res.obj;
-    for field in ["labels", "annotations"] {
-        if let Some(Value::Object(add)) = new_obj.pointer(&format!("/metadata/{field}")) {
-            let mut merged = match old.res.obj.pointer(&format!("/metadata/{field}")) {
-                Some(Value::Object(m)) => m.clone(),
-                _ => Map::new(),
-            };
-            for (kk, v) in add {
-                merged.insert(kk.clone(), v.clone());
-            }
-            set_meta(&mut old.res.obj, field, Value::Object(merged));
-        }
-    }
-    for field in ["data", "binaryData"] {
-        let new_part = new_obj.get(field).cloned();
-        let Value::Object(o) = &mut old.res.obj else {
-            continue;
-        };
-        match behavior {
-            Behavior::Replace => {
-                match new_part {
-                    Some(v) => o.insert(field.to_string(), v),
-                    None => o.remove(field),
-                };
-            }
-            _ => {
-                if let Some(Value::Object(add)) = new_part {
-                    let entry = o
-                        .entry(field.to_string())
-                        .or_insert_with(|| Value::Object(Map::new()));
-                    if let Value::Object(m) = entry {
-                        for (kk, v) in add {
-                            m.insert(kk, v);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    // the new object replaces the old one except for merged metadata and data
-    if let Value::Object(o) = &mut old.res.obj {
-        for field in ["immutable", "type"] {
-            match new_obj.get(field) {
-                Some(v) => o.insert(field.to_string(), v.clone()),
-                None => o.remove(field),
-            };
-        }
-    }
-    old.needs_hash = item.needs_hash;
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::error::{KustomizeError, Result};
+use crate::item::Item;
 use crate::kustomization::{Kustomization, scalar_text, str_map_of};
 use crate::loader::Loader;
+use crate::transform::set_meta;
 
 /// What a generator does when an object of the same name already exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +265,77 @@ fn generate_one(
         behavior,
         needs_hash: !opts.disable_hash,
     })
+}
+
+/// Merges (`behavior: merge`) or replaces (`behavior: replace`) the existing object `old` with
+/// a generated one of the same id, as kustomize v5.5 does (`appendReplaceOrMerge` and
+/// `CopyMergeMetaDataFieldsFrom` in api/resmap and api/resource):
+/// - the result is the generated object, with the name and namespace (and the build history:
+///   earlier ids, prefixes, suffixes) of the existing one; any other field of the existing
+///   object, metadata included, is dropped, so `immutable` and a Secret's `type` come from the
+///   generator alone;
+/// - labels and annotations are the existing ones overlaid by the generated ones;
+/// - `data` and `binaryData` are the generated ones for `replace`, and the existing ones
+///   overlaid by the generated ones for `merge` (an empty map is left out);
+/// - the hash suffix is kept only when both ask for it: an object generated with
+///   `disableNameSuffixHash` (or loaded from a file) stays unhashed whatever merges into it,
+///   and a generator with `disableNameSuffixHash` takes the hash off;
+/// - the origin annotation is the existing one for `merge` and the generator's for `replace`.
+pub(crate) fn merge_generated(old: &mut Item, item: Item, behavior: Behavior) {
+    let mut obj = item.res.obj;
+    for field in ["labels", "annotations"] {
+        let mut merged = match old.res.obj.pointer(&format!("/metadata/{field}")) {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        };
+        if let Some(Value::Object(add)) = obj.pointer(&format!("/metadata/{field}")) {
+            for (k, v) in add {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        if merged.is_empty() {
+            if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+                meta.remove(field);
+            }
+        } else {
+            set_meta(&mut obj, field, Value::Object(merged));
+        }
+    }
+    for field in ["name", "namespace"] {
+        match old.res.obj.pointer(&format!("/metadata/{field}")) {
+            Some(v) => set_meta(&mut obj, field, v.clone()),
+            None => {
+                if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+                    meta.remove(field);
+                }
+            }
+        }
+    }
+    if behavior == Behavior::Merge
+        && let Value::Object(o) = &mut obj
+    {
+        for field in ["data", "binaryData"] {
+            let mut merged = match old.res.obj.get(field) {
+                Some(Value::Object(m)) => m.clone(),
+                _ => Map::new(),
+            };
+            if let Some(Value::Object(add)) = o.get(field) {
+                for (k, v) in add {
+                    merged.insert(k.clone(), v.clone());
+                }
+            }
+            o.remove(field);
+            if !merged.is_empty() {
+                o.insert(field.to_string(), Value::Object(merged));
+            }
+        }
+    }
+    old.res.obj = obj;
+    old.needs_hash = old.needs_hash && item.needs_hash;
+    old.origin = match behavior {
+        Behavior::Merge => old.origin.take().or(item.origin),
+        _ => item.origin.or(old.origin.take()),
+    };
 }
 
 /// kustomize breaks base64 text of 70 characters or more into lines of 70, each ended by a

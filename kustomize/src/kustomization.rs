@@ -108,7 +108,7 @@ impl Kustomization {
                 });
             }
         }
-        for plugins in ["generators", "validators"] {
+        for plugins in ["validators"] {
             if k.fields
                 .get(plugins)
                 .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()))
@@ -117,7 +117,7 @@ impl Kustomization {
                     file: file.to_path_buf(),
                     field: plugins.to_string(),
                     entry: String::new(),
-                    message: "generator and validator plugins are not supported".to_string(),
+                    message: "validator plugins are not supported".to_string(),
                 });
             }
         }

@@ -14,9 +14,10 @@ use crate::kustomization::{Kustomization, str_map_of};
 use crate::loader::Loader;
 use crate::objects::relative_to;
 use crate::patch::Schema;
-use crate::patching::{perr, run_patches, run_patches_json6902, run_patches_strategic_merge};
+use crate::patching::{run_patches, run_patches_json6902, run_patches_strategic_merge};
+use crate::plugins::{run_generator_entries, run_replacements};
 use crate::transform::{self, ImageRule};
-use crate::yaml::{parse_one, parse_stream};
+use crate::yaml::parse_one;
 
 /// `openAPI:`: replaces the schema of the build.
 pub(crate) fn load_openapi(ldr: &Loader, k: &Kustomization, ctx: &mut Ctx) -> Result<()> {
@@ -78,7 +79,7 @@ pub(crate) fn configure_and_generate(
         ldr.meter().add_resources(1)?;
         acc.absorb_generated(k, g, origin)?;
     }
-    Ok(())
+    run_generator_entries(ldr, k, acc, ctx)
 }
 
 /// The built-in transformers, from `patchesStrategicMerge` to `replacements`, in kustomize's
@@ -186,26 +187,4 @@ pub(crate) fn run_builtin_transformers(
     transform::images(&mut acc.items, &rules, &cfg.images)?;
     run_replacements(ldr, k, acc)?;
     Ok(())
-}
-
-fn run_replacements(ldr: &Loader, k: &Kustomization, acc: &mut Acc) -> Result<()> {
-    let list = k.list("replacements")?;
-    if list.is_empty() {
-        return Ok(());
-    }
-    let mut all = Vec::new();
-    for r in list {
-        if let Some(path) = r.get("path").and_then(Value::as_str) {
-            let (p, text) = ldr.read_text(path)?;
-            for doc in parse_stream(&text, &p.display().to_string())? {
-                match doc {
-                    Value::Array(a) => all.extend(a),
-                    other => all.push(other),
-                }
-            }
-        } else {
-            all.push(r);
-        }
-    }
-    crate::glue::replacements(&mut acc.items, &all).map_err(|e| perr(k, "replacements", e))
 }

@@ -32,8 +32,51 @@ pub fn apply_specs(
     Ok(())
 }
 
+/// Which subjects of a (Cluster)RoleBinding a namespace transformer sets (kustomize's
+/// `setRoleBindingSubjects`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Subjects {
+    /// Subjects named `default` (the default).
+    #[default]
+    DefaultOnly,
+    /// Every subject of kind `ServiceAccount`.
+    AllServiceAccounts,
+    /// None.
+    None,
+}
+
+/// How a namespace transformer sets namespaces.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NamespaceOptions {
+    /// Set a namespace field only where it is missing or empty.
+    pub unset_only: bool,
+    pub subjects: Subjects,
+}
+
 /// `namespace:`: sets the namespace of every namespaced object and the fields that carry one.
 pub fn namespace(items: &mut [Item], ns: &str, specs: &[FieldSpec]) -> Result<()> {
+    namespace_with(items, ns, specs, NamespaceOptions::default())
+}
+
+/// Sets `v` to the namespace, unless only unset fields are to be set and `v` holds one.
+fn set_ns(v: &mut Value, ns: &str, unset_only: bool) {
+    let unset = match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    };
+    if !unset_only || unset {
+        *v = json!(ns);
+    }
+}
+
+/// The namespace transformer with kustomize's `unsetOnly` and `setRoleBindingSubjects`.
+pub fn namespace_with(
+    items: &mut [Item],
+    ns: &str,
+    specs: &[FieldSpec],
+    opts: NamespaceOptions,
+) -> Result<()> {
     for item in items.iter_mut() {
         if !item.res.obj.is_object() {
             continue;
@@ -51,15 +94,34 @@ pub fn namespace(items: &mut [Item], ns: &str, specs: &[FieldSpec]) -> Result<()
             .unwrap_or("")
             .to_string();
         if !is_cluster_scoped(&api_version, &kind) {
-            set_meta(obj, "namespace", json!(ns));
+            let mut cur = obj
+                .pointer("/metadata/namespace")
+                .cloned()
+                .unwrap_or(Value::Null);
+            set_ns(&mut cur, ns, opts.unset_only);
+            set_meta(obj, "namespace", cur);
         }
         let is_binding = kind == "RoleBinding" || kind == "ClusterRoleBinding";
         if is_binding && let Some(Value::Array(subjects)) = obj.get_mut("subjects") {
             for s in subjects {
-                if s.get("name").and_then(Value::as_str) == Some("default")
+                let field = match opts.subjects {
+                    Subjects::DefaultOnly => "name",
+                    Subjects::AllServiceAccounts => "kind",
+                    Subjects::None => break,
+                };
+                let want = if field == "name" {
+                    "default"
+                } else {
+                    "ServiceAccount"
+                };
+                if s.get(field).and_then(Value::as_str) == Some(want)
                     && let Value::Object(m) = s
                 {
-                    m.insert("namespace".into(), json!(ns));
+                    set_ns(
+                        m.entry("namespace").or_insert(Value::Null),
+                        ns,
+                        opts.unset_only,
+                    );
                 }
             }
         }
@@ -77,7 +139,7 @@ pub fn namespace(items: &mut [Item], ns: &str, specs: &[FieldSpec]) -> Result<()
                     "namespace field specs must target scalar nodes",
                 ));
             }
-            *v = json!(ns);
+            set_ns(v, ns, opts.unset_only);
             Ok(())
         })?;
     }
@@ -314,8 +376,15 @@ pub fn images(items: &mut [Item], rules: &[ImageRule], specs: &[FieldSpec]) -> R
     Ok(())
 }
 
-/// `replicas:`: sets `spec.replicas` of the named objects.
-pub fn replicas(items: &mut [Item], name: &str, count: &Value, specs: &[FieldSpec]) -> Result<()> {
+/// `replicas:`: sets `spec.replicas` of the named objects. Returns how many objects of that
+/// name a spec's kind selects.
+pub fn replicas(
+    items: &mut [Item],
+    name: &str,
+    count: &Value,
+    specs: &[FieldSpec],
+) -> Result<usize> {
+    let mut matched = 0;
     for item in items.iter_mut() {
         if item.res.name() != name
             && !item.prev_ids.iter().any(|p| p.name == name)
@@ -323,12 +392,15 @@ pub fn replicas(items: &mut [Item], name: &str, count: &Value, specs: &[FieldSpe
         {
             continue;
         }
+        if specs.iter().any(|fs| fs.gvk.selects_obj(&item.res.obj)) {
+            matched += 1;
+        }
         apply_specs(&mut item.res.obj, specs, &|| Value::Null, &mut |v| {
             *v = count.clone();
             Ok(())
         })?;
     }
-    Ok(())
+    Ok(matched)
 }
 
 #[cfg(test)]

@@ -404,7 +404,7 @@ fn step(f: &mut Frame, ctx: &mut Ctx, walk: &mut Walk) -> Result<Step> {
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    run_transformer_docs(&f.k, &root_name, &mut f.acc.items, &f.docs)?;
+                    run_transformer_docs(&f.ldr, &f.k, &root_name, &mut f.acc, ctx, &f.docs)?;
                     f.acc.vars.extend(f.k.list("vars")?);
                     return Ok(Step::Done);
                 };
