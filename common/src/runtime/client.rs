@@ -49,7 +49,7 @@ pub enum ClientError {
     },
 }
 
-/// Options of [`build_client`].
+/// Options of [`build_clients`].
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// Explicit kubeconfig path (`--kubeconfig`); otherwise inferred.
@@ -112,21 +112,35 @@ pub fn fenced_client(config: Config, fence: &WriteFence) -> Result<Client, Clien
     Ok(builder.with_layer(&FenceLayer::new(fence.clone())).build())
 }
 
-/// Loads the configuration, builds the client and probes the API server (`/version`), so a
+/// Loads the configuration once, builds the controllers' client (writes behind `fence`) and
+/// the leader elector's own client (unfenced: its Lease writes open the fence; the same client
+/// when `fence` never closes), and probes the API server once (`/version`), so a
 /// misconfiguration fails fast with a clear error.
-pub async fn build_client(
+pub async fn build_clients(
     opts: &ClientOptions,
     metrics: Option<Metrics>,
     fence: WriteFence,
-) -> Result<Client, ClientError> {
+) -> Result<(Client, Client), ClientError> {
     let config = load_config(opts.kubeconfig.as_ref()).await?;
     let url = config.cluster_url.to_string();
+    let lease_client = (!fence.allows_writes())
+        .then(|| {
+            client_from_config(
+                config.clone(),
+                opts.qps,
+                opts.burst,
+                metrics.clone(),
+                WriteFence::open(),
+            )
+        })
+        .transpose()?;
     let client = client_from_config(config, opts.qps, opts.burst, metrics, fence)?;
-    client
+    let lease_client = lease_client.unwrap_or_else(|| client.clone());
+    lease_client
         .apiserver_version()
         .await
         .map_err(|source| ClientError::Connect { url, source })?;
-    Ok(client)
+    Ok((client, lease_client))
 }
 
 /// A token bucket (golang.org/x/time/rate semantics: reservations may push the balance below

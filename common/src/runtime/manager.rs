@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::RuntimeError;
-use super::client::{ClientOptions, build_client};
+use super::client::{ClientOptions, build_clients};
 use super::events::EventRecorder;
 use super::fence::WriteFence;
 use super::flags::{RuntimeFlags, parse_listen_addr, runtime_namespace};
@@ -115,12 +115,8 @@ impl Manager {
         } else {
             WriteFence::open()
         };
-        let client = build_client(&client_opts, Some(metrics.clone()), fence.clone()).await?;
-        let lease_client = if flags.leader_election.enable {
-            build_client(&client_opts, Some(metrics.clone()), WriteFence::open()).await?
-        } else {
-            client.clone()
-        };
+        let (client, lease_client) =
+            build_clients(&client_opts, Some(metrics.clone()), fence.clone()).await?;
         readiness.set_ready(true);
         let identity = default_identity();
         let instance = identity

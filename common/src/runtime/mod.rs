@@ -21,7 +21,7 @@ pub mod server;
 pub mod shutdown;
 pub mod stage;
 
-pub use client::{ClientError, ClientOptions, build_client};
+pub use client::{ClientError, ClientOptions, build_clients};
 pub use controller::{ControllerSettings, flux_predicate, run_controller, run_controller_with};
 pub use duration::{DurationError, format_go_duration, parse_go_duration};
 pub use events::{EventRecorder, EventType};

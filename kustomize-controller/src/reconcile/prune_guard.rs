@@ -77,7 +77,9 @@ pub fn check(
     let limit = parse_limit(raw).map_err(misconfigured)?;
     let ids: Vec<ObjectRef> = objects
         .iter()
-        .filter_map(|o| ObjectRef::from_value(&owner.prepare(o.clone())).ok())
+        // The same identity apply gives the prepared object (prepare keeps kind, name and
+        // namespace).
+        .filter_map(|o| ObjectRef::from_value(o).ok())
         .collect();
     let stale = inventory::diff(old, &inventory::build(ids.iter()))
         .map_err(|e| misconfigured(e.to_string()))?;

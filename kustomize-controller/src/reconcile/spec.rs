@@ -19,7 +19,7 @@ use crate::cel::HealthExprs;
 use crate::identity::GROUP;
 use crate::ssa::claims::TAKEOVER_SUFFIX;
 use crate::ssa::kstatus::{Status, compute};
-use crate::ssa::wait::is_statusless;
+use crate::ssa::wait::is_statusless_kind;
 use crate::ssa::{
     Action, ApplyOptions, ChangeSet, DriftIgnoreRule, ObjectRef, Owner, StatusReader,
 };
@@ -224,14 +224,7 @@ pub struct WithoutFailFast<'a> {
 
 impl StatusReader for WithoutFailFast<'_> {
     fn handles(&self, group: &str, kind: &str) -> bool {
-        self.inner.is_some_and(|r| r.handles(group, kind))
-            || !is_statusless(&ObjectRef {
-                group: group.to_string(),
-                version: String::new(),
-                kind: kind.to_string(),
-                namespace: String::new(),
-                name: String::new(),
-            })
+        self.inner.is_some_and(|r| r.handles(group, kind)) || !is_statusless_kind(group, kind)
     }
 
     fn read(&self, group: &str, kind: &str, obj: &Value) -> (Status, String, Option<String>) {

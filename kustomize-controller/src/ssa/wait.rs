@@ -334,8 +334,13 @@ pub fn ready_verdict(
 /// for them opens no watch (saves a LIST and a WATCH per object; a no-op reconcile of 100
 /// ConfigMaps went from ~365 to ~200 apiserver requests, docs/benchmarks.md).
 pub fn is_statusless(obj: &ObjectRef) -> bool {
+    is_statusless_kind(&obj.group, &obj.kind)
+}
+
+/// [`is_statusless`] for a group and kind.
+pub fn is_statusless_kind(group: &str, kind: &str) -> bool {
     matches!(
-        (obj.group.as_str(), obj.kind.as_str()),
+        (group, kind),
         ("", "ConfigMap" | "Secret" | "ServiceAccount")
             | (
                 "rbac.authorization.k8s.io",
