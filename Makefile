@@ -64,7 +64,7 @@ unit:
 run: env-up
 	scripts/run.sh
 
-## bench: benchmarks (kustomize build vs kubectl kustomize, packaging throughput);
+## bench: benchmarks (kustomize build vs kubectl kustomize, build time in the controller vs Flux, packaging throughput);
 ## `make bench FLEET=1` also runs the long fleet benchmark against Flux (bench-fleet)
 bench:
 	scripts/bench.sh

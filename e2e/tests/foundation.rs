@@ -70,10 +70,13 @@ async fn deployment_becomes_available_on_the_kwok_node() {
         if available && status.available_replicas == Some(1) {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "deployment {ns}/web never became Available"
-        );
+        if Instant::now() >= deadline {
+            let why = workload_diagnostics(&client, &ns).await;
+            panic!(
+                "deployment {ns}/web never became Available\n{why}\n{}",
+                cp.log_tails(20)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
@@ -96,6 +99,43 @@ async fn deployment_becomes_available_on_the_kwok_node() {
             .as_deref()
             .is_some_and(|ip| ip.starts_with("10.0.0."))
     );
+}
+
+/// What a Deployment that does not become Available is waiting for: its ReplicaSets, pods
+/// (phase, conditions, node), the Node's conditions and taints, and the namespace's events.
+async fn workload_diagnostics(client: &kube::Client, ns: &str) -> String {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::{Event, Node};
+    let lp = ListParams::default();
+    let mut out = String::new();
+    let rs = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&lp).await;
+    let nodes = Api::<Node>::all(client.clone()).list(&lp).await;
+    let events = Api::<Event>::namespaced(client.clone(), ns).list(&lp).await;
+    for r in rs.map(|l| l.items).unwrap_or_default() {
+        out += &format!("replicaset {:?}: {:?}\n", r.metadata.name, r.status);
+    }
+    for p in pods.map(|l| l.items).unwrap_or_default() {
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+        out += &format!("pod {:?} on {node:?}: {:?}\n", p.metadata.name, p.status);
+    }
+    for n in nodes.map(|l| l.items).unwrap_or_default() {
+        let taints = n.spec.as_ref().and_then(|s| s.taints.clone());
+        let conditions = n.status.as_ref().and_then(|s| s.conditions.clone());
+        out += &format!(
+            "node {:?}: taints {taints:?} conditions {conditions:?}\n",
+            n.metadata.name
+        );
+    }
+    for e in events.map(|l| l.items).unwrap_or_default() {
+        out += &format!(
+            "event {:?} {:?}: {:?}\n",
+            e.involved_object.name, e.reason, e.message
+        );
+    }
+    out
 }
 
 #[tokio::test]

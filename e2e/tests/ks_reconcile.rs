@@ -148,7 +148,14 @@ async fn kustomization_reconcile_pipeline() {
         )
         .await;
     let app = run_once(&ks_api, &ctx, "app").await;
-    assert_ready(&app, "False", "BuildFailed");
+    let msg = assert_ready(&app, "False", "BuildFailed");
+    // The message places the error at the entry (file:line, relative to the artifact), not
+    // at a temporary directory of the controller.
+    assert!(
+        msg.contains("deploy/kustomization.yaml:3:") && msg.contains("missing.yaml"),
+        "{msg}"
+    );
+    assert!(!msg.contains("/tmp/") && !msg.contains(".cache"), "{msg}");
     let status = app.status.clone().unwrap();
     assert_eq!(status.last_applied_revision.as_deref(), Some(rev2.as_str()));
     assert_eq!(

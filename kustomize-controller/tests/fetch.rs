@@ -304,6 +304,41 @@ async fn least_recently_used_entries_are_evicted() {
     assert_eq!(cache_entries(cache.path()).len(), 3);
 }
 
+/// The build reads the cache entry in place (no working copy): while a reconcile holds it, other
+/// fetches never evict it, even past `keep` and with no grace period; once released it goes.
+#[tokio::test]
+async fn a_pinned_entry_is_not_evicted_until_released() {
+    let storage = tempfile::tempdir().unwrap();
+    let server = artifact_server(storage.path()).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut o = fast_opts(cache.path());
+    o.keep = 1;
+    let f = ArtifactFetcher::new(o).unwrap();
+    let artifact = |i: usize| {
+        let rel = format!("gitrepository/default/app/p{i}.tar.gz");
+        let digest = make_artifact(storage.path(), &rel, &format!("rev{i}"));
+        (format!("{}/{rel}", server.base), digest)
+    };
+    let (url0, digest0) = artifact(0);
+    let pinned = f.fetch_pinned(&url0, &digest0).await.unwrap();
+    assert!(pinned.path().join("kustomization.yaml").is_file());
+    for i in 1..3 {
+        let (url, digest) = artifact(i);
+        f.fetch(&url, &digest).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        pinned.path().join("kustomization.yaml").is_file(),
+        "a pinned entry was evicted"
+    );
+    let path = pinned.path().to_path_buf();
+    drop(pinned);
+    let (url, digest) = artifact(3);
+    f.fetch(&url, &digest).await.unwrap();
+    assert!(!path.exists(), "a released entry is evicted like any other");
+    assert_eq!(cache_entries(cache.path()).len(), 1);
+}
+
 #[tokio::test]
 async fn fetch_into_gives_a_private_copy() {
     let storage = tempfile::tempdir().unwrap();

@@ -5,16 +5,17 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use rflux_core::split_api_version;
 use serde_json::Value;
 
-use crate::error::{KustomizeError, Result};
+use crate::error::{KustomizeError, Location, Result};
 use crate::fieldspec::TransformerConfig;
 use crate::generator::{Behavior, Generated, merge_generated};
 use crate::item::{Item, id_string};
 use crate::kustomization::Kustomization;
 use crate::patch::Schema;
-use crate::resource::ResId;
-use crate::scope::effective;
+use crate::resource::{ResId, metadata_str};
+use crate::scope::{effective, is_cluster_scoped_gvk};
 
 /// State shared by the whole build.
 pub(crate) struct Ctx {
@@ -79,16 +80,41 @@ impl Acc {
 
     /// Appends items, refusing any whose id is already present (one hash set per call, so
     /// loading a file is linear in its size).
-    pub(crate) fn append_all(&mut self, items: Vec<Item>) -> Result<()> {
-        let mut seen: HashSet<ResId> = self.items.iter().map(|x| effective(x.res.id())).collect();
-        for item in items {
-            let id = item.res.id();
-            if !seen.insert(effective(id.clone())) {
-                return Err(KustomizeError::DuplicateId { id: id_string(&id) });
-            }
-            self.items.push(item);
+    pub(crate) fn append_all(&mut self, mut items: Vec<Item>) -> Result<()> {
+        let duplicate = {
+            let mut seen: HashSet<IdKey<'_>> =
+                self.items.iter().map(|x| IdKey::of(&x.res.obj)).collect();
+            items
+                .iter()
+                .position(|x| !seen.insert(IdKey::of(&x.res.obj)))
+        };
+        if let Some(at) = duplicate {
+            let rest = items.split_off(at);
+            self.items.extend(items);
+            let item = &rest[0];
+            return Err(self.duplicate(item, &item.res.id()));
         }
+        self.items.extend(items);
         Ok(())
+    }
+
+    /// The error for `item`, whose id is already registered: placed at the document it came
+    /// from, naming the document of the object registered first.
+    fn duplicate(&self, item: &Item, id: &ResId) -> KustomizeError {
+        let eff = effective(id.clone());
+        let first = self
+            .items
+            .iter()
+            .find(|x| effective(x.res.id()) == eff)
+            .and_then(source_location);
+        let e = KustomizeError::DuplicateId {
+            id: id_string(id),
+            first,
+        };
+        match source_location(item) {
+            Some(at) => e.at(at, ""),
+            None => e,
+        }
     }
 
     /// Takes in what a base accumulated.
@@ -137,7 +163,10 @@ impl Acc {
         let pos = self.items.iter().position(|x| x.matches_any_id(&id));
         match (g.behavior, pos) {
             (Behavior::Create, None) => self.append(item),
-            (Behavior::Create, Some(_)) => Err(KustomizeError::DuplicateId { id: id_string(&id) }),
+            (Behavior::Create, Some(i)) => Err(KustomizeError::DuplicateId {
+                id: id_string(&id),
+                first: source_location(&self.items[i]),
+            }),
             (_, None) => Err(KustomizeError::Generator {
                 file: k.file.clone(),
                 name: id.name.clone(),
@@ -150,6 +179,46 @@ impl Acc {
                 merge_generated(&mut self.items[i], item, behavior);
                 Ok(())
             }
+        }
+    }
+}
+
+/// Where an item was read from, when it was read from a file.
+fn source_location(item: &Item) -> Option<Location> {
+    item.source.as_ref().map(|(file, line)| Location {
+        file: file.to_path_buf(),
+        line: *line,
+        col: None,
+    })
+}
+
+/// An object's identity as [`effective`] compares it, borrowed from the object: the duplicate
+/// check of [`Acc::append_all`] runs over every object each time a file is appended.
+#[derive(PartialEq, Eq, Hash)]
+struct IdKey<'a> {
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    namespace: Option<&'a str>,
+}
+
+impl<'a> IdKey<'a> {
+    fn of(obj: &'a Value) -> Self {
+        let (group, version) =
+            split_api_version(obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""));
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let namespace = match metadata_str(obj, "namespace") {
+            Some(ns) if !ns.is_empty() => Some(ns),
+            _ if is_cluster_scoped_gvk(group, version, kind) => None,
+            _ => Some("default"),
+        };
+        IdKey {
+            group,
+            version,
+            kind,
+            name: metadata_str(obj, "name").unwrap_or(""),
+            namespace,
         }
     }
 }

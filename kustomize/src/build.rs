@@ -40,7 +40,7 @@ pub(crate) fn build_loaded_with(
 ) -> Result<Vec<Resource>> {
     let mut ctx = Ctx::new(ldr.root.clone());
     let acc = accumulate_tree(ldr, k, &mut ctx)?;
-    finish(ldr, acc, k, default_sort)
+    finish(ldr, acc, k, default_sort).map_err(|e| k.locate(ldr, e))
 }
 
 /// The steps after all kustomizations are accumulated: hash suffixes, name references, build
@@ -114,9 +114,8 @@ fn finish(
         .items
         .into_iter()
         .filter(|i| {
-            i.res
-                .obj
-                .pointer("/metadata/annotations/config.kubernetes.io~1local-config")
+            crate::resource::metadata_field(&i.res.obj, "annotations")
+                .and_then(|a| a.get("config.kubernetes.io/local-config"))
                 .and_then(Value::as_str)
                 != Some("true")
         })

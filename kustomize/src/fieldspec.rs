@@ -138,10 +138,25 @@ pub struct TransformerConfig {
 }
 
 fn add_unique(list: &mut Vec<FieldSpec>, more: &[FieldSpec]) {
+    fn hash_of(fs: &FieldSpec) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        fs.hash(&mut h);
+        h.finish()
+    }
+    // Where each hash sits in the list, so that merging two configurations of hundreds of
+    // field specs (every base of an operator's config/ tree carries one) is not quadratic.
+    let mut at: std::collections::HashMap<u64, Vec<usize>> = std::collections::HashMap::new();
+    for (i, fs) in list.iter().enumerate() {
+        at.entry(hash_of(fs)).or_default().push(i);
+    }
     for fs in more {
-        if !list.contains(fs) {
-            list.push(fs.clone());
+        let same = at.entry(hash_of(fs)).or_default();
+        if same.iter().any(|&i| list[i] == *fs) {
+            continue;
         }
+        same.push(list.len());
+        list.push(fs.clone());
     }
 }
 

@@ -119,10 +119,10 @@ pub(crate) fn generate_kustomization(ldr: &Loader) -> Result<Kustomization> {
         "resources".into(),
         Value::Array(resources.into_iter().map(Value::String).collect()),
     );
-    Ok(Kustomization {
-        file: ldr.root.join("kustomization.yaml"),
+    Ok(Kustomization::synthetic(
+        ldr.root.join("kustomization.yaml"),
         fields,
-    })
+    ))
 }
 
 /// The sorted entries of a directory.
@@ -175,9 +175,19 @@ fn walk(ldr: &Loader) -> Result<Vec<String>> {
             continue;
         }
         let text = ldr.read_walked_text(&p)?;
-        parse_stream(&text, &p.display().to_string()).map_err(|e| KustomizeError::Yaml {
-            origin: p.display().to_string(),
-            message: format!("failed to decode Kubernetes YAML: {e}"),
+        parse_stream(&text, &p.display().to_string()).map_err(|e| match e {
+            KustomizeError::Yaml {
+                origin,
+                line,
+                col,
+                message,
+            } => KustomizeError::Yaml {
+                origin,
+                line,
+                col,
+                message: format!("failed to decode Kubernetes YAML: {message}"),
+            },
+            other => other,
         })?;
         out.push(rel);
     }

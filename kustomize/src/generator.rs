@@ -81,7 +81,7 @@ pub fn generate(ldr: &Loader, k: &Kustomization) -> Result<Vec<Generated>> {
         options_of(k.get("generatorOptions")).map_err(|m| k.field_err("generatorOptions", m))?;
     let mut out = Vec::new();
     for (field, is_secret) in [("configMapGenerator", false), ("secretGenerator", true)] {
-        for g in k.list(field)? {
+        for g in k.entries(field)? {
             out.push(generate_one(ldr, k, field, &g, is_secret, &global)?);
         }
     }
@@ -152,8 +152,14 @@ fn generate_one(
         env_files.push(e.to_string());
     }
     for env in env_files {
-        let (_, text) = ldr.read_text(&env)?;
-        for (key, val) in parse_env(&text).map_err(|m| gerr(format!("env file '{env}': {m}")))? {
+        let (env_path, text) = ldr.read_text(&env)?;
+        let env_err = |(line, m): (usize, String)| {
+            gerr(format!(
+                "env file '{env}': {}:{line}: {m}",
+                env_path.display()
+            ))
+        };
+        for (key, val) in parse_env(&text).map_err(env_err)? {
             put(key, val.into_bytes(), &format!("env file '{env}'"))?;
         }
     }
@@ -390,8 +396,9 @@ fn strip_quotes(v: &str) -> &str {
     v
 }
 
-/// Parses an env file: `KEY=VALUE` lines, `#` comments and blank lines skipped.
-fn parse_env(text: &str) -> std::result::Result<Vec<(String, String)>, String> {
+/// Parses an env file: `KEY=VALUE` lines, `#` comments and blank lines skipped. An error
+/// gives the 1-based line.
+fn parse_env(text: &str) -> std::result::Result<Vec<(String, String)>, (usize, String)> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let raw = if i == 0 {
@@ -406,7 +413,7 @@ fn parse_env(text: &str) -> std::result::Result<Vec<(String, String)>, String> {
         match line.split_once('=') {
             Some((k, v)) => {
                 if k.is_empty() || k.contains(char::is_whitespace) {
-                    return Err(format!("line {}: invalid key '{k}'", i + 1));
+                    return Err((i + 1, format!("invalid key '{k}'")));
                 }
                 out.push((k.to_string(), v.to_string()));
             }
@@ -414,7 +421,7 @@ fn parse_env(text: &str) -> std::result::Result<Vec<(String, String)>, String> {
                 // kustomize would read the variable from its own environment; a build must not
                 // depend on the process environment, so such a line is an empty value.
                 if line.contains(char::is_whitespace) {
-                    return Err(format!("line {}: invalid key '{line}'", i + 1));
+                    return Err((i + 1, format!("invalid key '{line}'")));
                 }
                 out.push((line.to_string(), String::new()));
             }
@@ -527,8 +534,8 @@ mod tests {
 
     #[test]
     fn env_file_parsing() {
-        let v = parse_env("\u{feff}# c\nA=1\n\n  B = x\nC=a=b\n").unwrap_err();
-        assert!(v.contains("invalid key"), "{v}");
+        let (line, v) = parse_env("\u{feff}# c\nA=1\n\n  B = x\nC=a=b\n").unwrap_err();
+        assert!(v.contains("invalid key") && line == 4, "{line}: {v}");
         let v = parse_env("A=1\nC=a=b\nD=\n").unwrap();
         assert_eq!(
             v,

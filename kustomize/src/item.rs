@@ -1,9 +1,12 @@
 //! One object during a build, with the bookkeeping kustomize keeps in build annotations.
 
+use std::path::Path;
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::resource::{ResId, Resource};
-use crate::scope::effective;
+use crate::scope::{effective, effective_namespace};
 use crate::yaml::PathSeg;
 
 /// One object during a build.
@@ -21,6 +24,8 @@ pub struct Item {
     pub empty_values: Vec<Vec<PathSeg>>,
     /// Where the object came from, as the `config.kubernetes.io/origin` annotation writes it.
     pub origin: Option<String>,
+    /// The file and 1-based line of the document the object was read from (for errors).
+    pub source: Option<(Arc<Path>, usize)>,
 }
 
 impl Item {
@@ -33,6 +38,7 @@ impl Item {
             needs_hash: false,
             empty_values: Vec::new(),
             origin: None,
+            source: None,
         }
     }
 
@@ -50,14 +56,15 @@ impl Item {
     }
 
     /// Whether any identity the object had (or has) equals `id` (namespaces compared
-    /// effectively).
+    /// effectively: a cluster-scoped type has no namespace, whatever the objects say).
     pub fn matches_any_id(&self, id: &ResId) -> bool {
         let want = effective(id.clone());
+        let want_ns = effective_namespace(&want);
         let same = |x: &ResId| {
             x.kind == want.kind
                 && x.group == want.group
                 && x.name == want.name
-                && x.namespace == want.namespace
+                && effective_namespace(x) == want_ns
         };
         same(&effective(self.res.id())) || self.prev_ids.iter().any(same)
     }

@@ -1,12 +1,15 @@
 //! The kustomization file: finding it, reading it, and normalising its fields.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::error::{KustomizeError, Result};
+use crate::error::{KustomizeError, Location, Result};
 use crate::loader::Loader;
-use crate::yaml::parse_one;
+use crate::yaml::positions::positions;
+use crate::yaml::{PathSeg, parse_one};
 
 /// File names kustomize recognises, in its order.
 pub const KUSTOMIZATION_FILE_NAMES: [&str; 3] =
@@ -14,7 +17,7 @@ pub const KUSTOMIZATION_FILE_NAMES: [&str; 3] =
 
 /// Every field of a kustomization, spelled the canonical way. Field names in files are matched
 /// case-insensitively (`patchesJSON6902` is `patchesJson6902`).
-const KNOWN_FIELDS: &[&str] = &[
+pub(crate) const KNOWN_FIELDS: &[&str] = &[
     "apiVersion",
     "kind",
     "metadata",
@@ -56,19 +59,62 @@ const KNOWN_FIELDS: &[&str] = &[
 pub struct Kustomization {
     pub file: PathBuf,
     pub fields: Map<String, Value>,
+    /// The file's text, to find the line of a field or entry when one fails.
+    pub(crate) text: Option<Arc<str>>,
+    /// The entry of a field being worked on (field index in `KNOWN_FIELDS`, entry index);
+    /// see `located.rs`.
+    pub(crate) cursor: Cell<Option<(usize, usize)>>,
 }
 
 impl Kustomization {
-    /// Normalises a parsed kustomization document.
-    pub fn from_value(file: &Path, doc: Value) -> Result<Self> {
+    /// A kustomization made up by the engine (no file text to place errors in).
+    pub(crate) fn synthetic(file: PathBuf, fields: Map<String, Value>) -> Self {
+        Kustomization {
+            file,
+            fields,
+            text: None,
+            cursor: Cell::new(None),
+        }
+    }
+
+    /// Normalises a parsed kustomization document; `text` is the file's text, used to place
+    /// errors at their line.
+    pub fn from_value(file: &Path, doc: Value, text: Option<Arc<str>>) -> Result<Self> {
+        // the line of a top-level key (or of the document), for errors
+        let at = |key: Option<&str>, e: KustomizeError| -> KustomizeError {
+            let Some(doc) = text
+                .as_deref()
+                .and_then(|t| positions(t).into_iter().next())
+            else {
+                return e;
+            };
+            let line = match key {
+                Some(k) => doc.get(&[PathSeg::Key(k.to_string())]).map(|p| p.0),
+                None => Some(doc.line),
+            };
+            match line {
+                Some(line) => e.at(
+                    Location {
+                        file: file.to_path_buf(),
+                        line,
+                        col: None,
+                    },
+                    "",
+                ),
+                None => e,
+            }
+        };
         let obj = match doc {
             Value::Object(o) => o,
             Value::Null => Map::new(),
             _ => {
-                return Err(KustomizeError::InvalidKustomization {
-                    file: file.to_path_buf(),
-                    message: "the document is not a mapping".to_string(),
-                });
+                return Err(at(
+                    None,
+                    KustomizeError::InvalidKustomization {
+                        file: file.to_path_buf(),
+                        message: "the document is not a mapping".to_string(),
+                    },
+                ));
             }
         };
         let mut fields = Map::new();
@@ -78,34 +124,39 @@ impl Kustomization {
                 .find(|f| f.eq_ignore_ascii_case(&k))
                 .map(|f| (*f).to_string());
             let Some(name) = canonical else {
-                return Err(KustomizeError::InvalidKustomization {
+                let e = KustomizeError::InvalidKustomization {
                     file: file.to_path_buf(),
                     message: format!("json: unknown field \"{k}\""),
-                });
+                };
+                return Err(at(Some(&k), e));
             };
             fields.insert(name, v);
         }
         let k = Kustomization {
             file: file.to_path_buf(),
             fields,
+            text: None,
+            cursor: Cell::new(None),
         };
-        if let Some(kind) = k.str_field("kind")?
+        if let Some(kind) = k.str_field("kind").map_err(|e| at(Some("kind"), e))?
             && kind != "Kustomization"
             && kind != "Component"
         {
-            return Err(KustomizeError::InvalidKustomization {
+            let e = KustomizeError::InvalidKustomization {
                 file: file.to_path_buf(),
                 message: format!("kind should be Kustomization or Component, not '{kind}'"),
-            });
+            };
+            return Err(at(Some("kind"), e));
         }
         for unsupported in ["helmCharts", "helmChartInflationGenerator", "helmGlobals"] {
             if k.fields.get(unsupported).is_some_and(|v| !v.is_null()) {
-                return Err(KustomizeError::Unsupported {
+                let e = KustomizeError::Unsupported {
                     file: file.to_path_buf(),
                     field: unsupported.to_string(),
                     entry: String::new(),
                     message: "Helm chart inflation is not supported".to_string(),
-                });
+                };
+                return Err(at(Some(unsupported), e));
             }
         }
         for plugins in ["validators"] {
@@ -113,15 +164,16 @@ impl Kustomization {
                 .get(plugins)
                 .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()))
             {
-                return Err(KustomizeError::Unsupported {
+                let e = KustomizeError::Unsupported {
                     file: file.to_path_buf(),
                     field: plugins.to_string(),
                     entry: String::new(),
                     message: "validator plugins are not supported".to_string(),
-                });
+                };
+                return Err(at(Some(plugins), e));
             }
         }
-        Ok(k)
+        Ok(Kustomization { text, ..k })
     }
 
     pub fn is_component(&self) -> bool {
@@ -149,22 +201,39 @@ impl Kustomization {
         }
     }
 
-    /// A list of strings.
+    /// A list of strings; a bad entry is an error placed at its line.
     pub fn str_list(&self, field: &str) -> Result<Vec<String>> {
         match self.get(field) {
             None => Ok(Vec::new()),
             Some(Value::Array(items)) => items
                 .iter()
-                .map(|i| match i {
+                .enumerate()
+                .map(|(n, i)| match i {
                     Value::String(s) => Ok(s.clone()),
                     other => {
-                        Err(self
-                            .field_err(field, format!("expected a list of strings, found {other}")))
+                        let msg = format!("expected a list of strings, found {other}");
+                        Err(self.at_entry(None, field, n, self.field_err(field, msg)))
                     }
                 })
                 .collect(),
             Some(other) => Err(self.field_err(field, format!("expected a list, got {other}"))),
         }
+    }
+
+    /// The entries of a list field, recording the one being worked on so that an error
+    /// leaving the loop is placed at its line (see `located.rs`).
+    pub(crate) fn entries(&self, field: &str) -> Result<Entries<'_, Value>> {
+        Ok(Entries::new(self, field, self.list(field)?))
+    }
+
+    /// [`Kustomization::entries`] of a list of strings.
+    pub(crate) fn str_entries(&self, field: &str) -> Result<Entries<'_, String>> {
+        Ok(Entries::new(self, field, self.str_list(field)?))
+    }
+
+    /// Forgets the entry being worked on.
+    pub(crate) fn clear_cursor(&self) {
+        self.cursor.set(None);
     }
 
     /// A list of arbitrary entries.
@@ -197,7 +266,7 @@ pub fn load_kustomization(ldr: &Loader) -> Result<Kustomization> {
         [name] => {
             let (path, text) = ldr.read_text(name)?;
             let doc = parse_one(&text, &path.display().to_string())?;
-            Kustomization::from_value(&path, doc)
+            Kustomization::from_value(&path, doc, Some(Arc::from(text)))
         }
         _ => Err(KustomizeError::MultipleKustomizations(ldr.root.clone())),
     }
@@ -244,5 +313,45 @@ pub fn scalar_text(v: &Value) -> Option<String> {
         Value::Number(n) => Some(crate::yaml::number_text(n)),
         Value::Null => Some(String::new()),
         _ => None,
+    }
+}
+
+/// The name `entries` records for a field (its index among the known fields).
+pub(crate) fn field_index(field: &str) -> Option<usize> {
+    KNOWN_FIELDS
+        .iter()
+        .position(|f| f.eq_ignore_ascii_case(field))
+}
+
+/// Iterates a field's entries, recording the one being worked on (see the module comment).
+pub(crate) struct Entries<'a, T> {
+    cursor: &'a Cell<Option<(usize, usize)>>,
+    field: Option<usize>,
+    next: usize,
+    items: std::vec::IntoIter<T>,
+}
+
+impl<'a, T> Entries<'a, T> {
+    pub(crate) fn new(k: &'a Kustomization, field: &str, items: Vec<T>) -> Self {
+        Entries {
+            cursor: &k.cursor,
+            field: field_index(field),
+            next: 0,
+            items: items.into_iter(),
+        }
+    }
+}
+
+impl<T> Iterator for Entries<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        let Some(item) = self.items.next() else {
+            self.cursor.set(None);
+            return None;
+        };
+        self.cursor.set(self.field.map(|f| (f, self.next)));
+        self.next += 1;
+        Some(item)
     }
 }

@@ -24,8 +24,10 @@ mod glue;
 mod item;
 mod kustomization;
 mod loader;
+mod located;
 mod nameref;
 mod objects;
+mod par;
 pub mod patch;
 mod patching;
 mod pipeline;
@@ -41,7 +43,7 @@ pub use budget::{
     Budget, DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, DEFAULT_MAX_RESOURCES, DEFAULT_TIMEOUT,
 };
 pub use build::{MANAGED_BY, build};
-pub use error::{BudgetExceeded, KustomizeError};
+pub use error::{BudgetExceeded, KustomizeError, Location};
 pub use fieldspec::{FieldSpec, Gvk};
 pub use flux::{FluxOverrides, build_flux, build_flux_with};
 pub use loader::{BuildOptions, DEFAULT_MAX_FILE_BYTES, LoadRestrictor};

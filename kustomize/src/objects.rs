@@ -1,12 +1,14 @@
 //! Reading resource files into items: every document of the file, `List` objects flattened.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::{KustomizeError, Result};
+use crate::error::{KustomizeError, Location, Result};
 use crate::item::Item;
 use crate::loader::Loader;
+use crate::yaml::positions::positions;
 use crate::yaml::{PathSeg, parse_stream_tracked};
 
 /// `path` relative to the directory `base` (both absolute, symlinks resolved).
@@ -24,16 +26,51 @@ pub(crate) fn relative_to(base: &Path, path: &Path) -> String {
     out.display().to_string()
 }
 
-/// Reads a resource file into items; the objects count against the build's budget.
+/// Reads a resource file into items; the objects count against the build's budget. An
+/// invalid object is an error placed at the line of its document (or `List` item).
 pub(crate) fn load_items(ldr: &Loader, entry: &str) -> Result<Vec<Item>> {
     let (path, text) = ldr.read_text(entry)?;
     let origin = path.display().to_string();
+    let shared: Arc<Path> = Arc::from(path.as_path());
     let mut out = Vec::new();
     for doc in parse_stream_tracked(&text, &origin)? {
-        flatten(doc.value, doc.empty_values, &origin, &path, &mut out)?;
+        let first = out.len();
+        let mut within = Vec::new();
+        if let Err(e) = flatten(
+            doc.value,
+            doc.empty_values,
+            &origin,
+            &path,
+            &mut within,
+            &mut out,
+        ) {
+            let line = item_line(&text, doc.line, &within);
+            let at = Location {
+                file: path.clone(),
+                line,
+                col: None,
+            };
+            return Err(e.at(at, ""));
+        }
+        for item in &mut out[first..] {
+            item.source = Some((Arc::clone(&shared), doc.line));
+        }
     }
     ldr.meter().add_resources(out.len())?;
     Ok(out)
+}
+
+/// The line of the object at `within` (a path of `List` items) in the document starting on
+/// `doc_line`; the document's line when it cannot be found.
+fn item_line(text: &str, doc_line: usize, within: &[PathSeg]) -> usize {
+    if within.is_empty() {
+        return doc_line;
+    }
+    positions(text)
+        .into_iter()
+        .find(|d| d.line == doc_line)
+        .and_then(|d| d.get(within))
+        .map_or(doc_line, |p| p.0)
 }
 
 /// Reads a resource file: every document, `List` kinds flattened.
@@ -44,11 +81,14 @@ pub(crate) fn load_objects(ldr: &Loader, entry: &str) -> Result<Vec<Value>> {
         .collect())
 }
 
+/// Adds a document's objects to `out`. On error, `within` is the path of the `List` item that
+/// failed.
 fn flatten(
     doc: Value,
     empties: Vec<Vec<PathSeg>>,
     origin: &str,
     path: &Path,
+    within: &mut Vec<PathSeg>,
     out: &mut Vec<Item>,
 ) -> Result<()> {
     let invalid = |m: String| KustomizeError::InvalidResource {
@@ -72,7 +112,9 @@ fn flatten(
                     })
                     .map(|p| p[2..].to_vec())
                     .collect();
-                flatten(it, sub, origin, path, out)?;
+                within.extend([PathSeg::Key("items".into()), PathSeg::Index(i)]);
+                flatten(it, sub, origin, path, within, out)?;
+                within.truncate(within.len() - 2);
             }
         }
         return Ok(());

@@ -8,7 +8,8 @@ use crate::item::{Item, id_string};
 use crate::kustomization::Kustomization;
 use crate::loader::Loader;
 use crate::patch::{
-    PatchError, PatchOutcome, Schema, Selector, is_json6902, json6902, strategic_merge,
+    MergeOptions, PatchError, PatchOutcome, Schema, Selector, is_json6902, json6902,
+    strategic_merge_consuming,
 };
 use crate::resource::id_of;
 use crate::scope::effective;
@@ -21,7 +22,7 @@ pub(crate) fn run_patches_strategic_merge(
     acc: &mut Acc,
     ctx: &Ctx,
 ) -> Result<()> {
-    for entry in k.list("patchesStrategicMerge")? {
+    for entry in k.entries("patchesStrategicMerge")? {
         let Some(s) = entry.as_str() else {
             return Err(k.field_err(
                 "patchesStrategicMerge",
@@ -39,7 +40,7 @@ pub(crate) fn run_patches_strategic_merge(
 /// `patchesJson6902:`: JSON 6902 patches applied to every object their target selects (a
 /// target that selects nothing is not an error).
 pub(crate) fn run_patches_json6902(ldr: &Loader, k: &Kustomization, acc: &mut Acc) -> Result<()> {
-    for entry in k.list("patchesJson6902")? {
+    for entry in k.entries("patchesJson6902")? {
         let field = "patchesJson6902";
         let ops = match (
             entry.get("path").and_then(Value::as_str),
@@ -68,6 +69,30 @@ pub(crate) fn run_patches_json6902(ldr: &Loader, k: &Kustomization, acc: &mut Ac
         }
     }
     Ok(())
+}
+
+/// Applies JSON 6902 operations of `patches:` to one object as kustomize does. Its build
+/// annotations make `metadata.annotations` exist while the patch runs (not so for the older
+/// `patchesJson6902:`), so `add /metadata/annotations/<key>` works on an object without
+/// annotations; a map that stays empty is dropped again.
+fn json6902_object(obj: &mut Value, ops: &Value) -> std::result::Result<(), PatchError> {
+    let added = match obj.get_mut("metadata") {
+        Some(Value::Object(m)) if !m.contains_key("annotations") => {
+            m.insert("annotations".into(), Value::Object(Map::new()));
+            true
+        }
+        _ => false,
+    };
+    let result = json6902(obj, ops);
+    if added
+        && let Some(Value::Object(m)) = obj.get_mut("metadata")
+        && m.get("annotations")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+    {
+        m.remove("annotations");
+    }
+    result
 }
 
 pub(crate) fn perr(k: &Kustomization, field: &str, e: impl std::fmt::Display) -> KustomizeError {
@@ -107,8 +132,18 @@ fn apply_smp(
     allow_name: bool,
     allow_kind: bool,
 ) -> std::result::Result<bool, PatchError> {
-    let before = item.res.obj.clone();
-    let outcome = strategic_merge(&mut item.res.obj, patch, schema)?;
+    // Only what may be restored afterwards is kept (not a copy of the whole object: CRDs are
+    // hundreds of kilobytes, and every patch would copy one).
+    let kept = |ptr: &str| item.res.obj.pointer(ptr).cloned();
+    let before = [
+        kept("/metadata/name"),
+        kept("/metadata/namespace"),
+        kept("/kind"),
+        kept("/apiVersion"),
+    ];
+    let before_id = item.res.id();
+    let outcome =
+        strategic_merge_consuming(&mut item.res.obj, patch, schema, &MergeOptions::default())?;
     if matches!(outcome, PatchOutcome::Deleted) {
         return Ok(false);
     }
@@ -116,13 +151,12 @@ fn apply_smp(
         let paths = std::mem::take(&mut item.empty_values);
         drop_empty_values(&mut item.res.obj, &paths);
     }
-    let restore = |obj: &mut Value, ptr: &str, key: &[&str]| {
-        let old = before.pointer(ptr).cloned();
+    let restore = |obj: &mut Value, old: &Option<Value>, key: &[&str]| {
         let mut cur = obj;
         for (i, seg) in key.iter().enumerate() {
             let Value::Object(m) = cur else { return };
             if i + 1 == key.len() {
-                match &old {
+                match old {
                     Some(v) => {
                         m.insert((*seg).to_string(), v.clone());
                     }
@@ -137,19 +171,15 @@ fn apply_smp(
                 .or_insert_with(|| Value::Object(Map::new()));
         }
     };
+    let [name, namespace, kind, api_version] = &before;
     if !allow_name {
-        restore(&mut item.res.obj, "/metadata/name", &["metadata", "name"]);
-        restore(
-            &mut item.res.obj,
-            "/metadata/namespace",
-            &["metadata", "namespace"],
-        );
+        restore(&mut item.res.obj, name, &["metadata", "name"]);
+        restore(&mut item.res.obj, namespace, &["metadata", "namespace"]);
     }
     if !allow_kind {
-        restore(&mut item.res.obj, "/kind", &["kind"]);
-        restore(&mut item.res.obj, "/apiVersion", &["apiVersion"]);
+        restore(&mut item.res.obj, kind, &["kind"]);
+        restore(&mut item.res.obj, api_version, &["apiVersion"]);
     }
-    let before_id = id_of(&before);
     if item.res.id() != before_id {
         item.prev_ids.push(effective(before_id));
     }
@@ -208,7 +238,7 @@ fn selector_of(k: &Kustomization, field: &str, v: &Value) -> Result<Selector> {
 
 /// `patches:`: strategic merge or JSON 6902 patches, by id or by target selector.
 pub(crate) fn run_patches(ldr: &Loader, k: &Kustomization, acc: &mut Acc, ctx: &Ctx) -> Result<()> {
-    for entry in k.list("patches")? {
+    for entry in k.entries("patches")? {
         let field = "patches";
         let docs = match (
             entry.get("path").and_then(Value::as_str),
@@ -246,7 +276,7 @@ pub(crate) fn run_patches(ldr: &Loader, k: &Kustomization, acc: &mut Acc, ctx: &
             for item in acc.items.iter_mut() {
                 if sel.matches(&item.res) {
                     ldr.meter().check_time()?;
-                    json6902(&mut item.res.obj, &docs[0]).map_err(|e| perr(k, field, e))?;
+                    json6902_object(&mut item.res.obj, &docs[0]).map_err(|e| perr(k, field, e))?;
                 }
             }
             continue;

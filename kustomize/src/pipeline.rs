@@ -43,13 +43,13 @@ pub(crate) fn configure_and_generate(
     acc: &mut Acc,
     ctx: &mut Ctx,
 ) -> Result<()> {
-    for path in k.str_list("configurations")? {
+    for path in k.str_entries("configurations")? {
         let (p, text) = ldr.read_text(&path)?;
         let origin = p.display().to_string();
         let tc = TransformerConfig::from_value(&parse_one(&text, &origin)?, &origin)?;
         acc.add_configuration(&tc);
     }
-    for path in k.str_list("crds")? {
+    for path in k.str_entries("crds")? {
         // kustomize's `crds:` files are OpenAPI definition maps (name -> schema), not CRD objects.
         let (p, text) = ldr.read_text(&path)?;
         let doc = parse_one(&text, &p.display().to_string())?;
@@ -102,7 +102,7 @@ pub(crate) fn run_builtin_transformers(
     if let Some(s) = k.str_field("nameSuffix")?.filter(|s| !s.is_empty()) {
         transform::prefix_suffix(&mut acc.items, "", &s, &cfg.name_suffix)?;
     }
-    for l in k.list("labels")? {
+    for l in k.entries("labels")? {
         let pairs = l
             .get("pairs")
             .map(str_map_of)
@@ -155,7 +155,7 @@ pub(crate) fn run_builtin_transformers(
         "commonAnnotations",
     )?;
     run_patches_json6902(ldr, k, acc)?;
-    for r in k.list("replicas")? {
+    for r in k.entries("replicas")? {
         let name = r
             .get("name")
             .and_then(Value::as_str)
@@ -164,9 +164,7 @@ pub(crate) fn run_builtin_transformers(
         transform::replicas(&mut acc.items, name, &count, &cfg.replicas)?;
     }
     let mut rules = Vec::new();
-    let mut images = k.list("images")?;
-    images.extend(k.list("imageTags")?);
-    for img in images {
+    for img in k.entries("images")?.chain(k.entries("imageTags")?) {
         // like kustomize's JSON decoding, `newTag: 1.20` (a number) is an error, not "1.2"
         let s = |f: &str| -> Result<Option<String>> {
             match img.get(f) {

@@ -69,20 +69,25 @@ impl Resource {
     }
 
     pub fn name(&self) -> &str {
-        self.obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        metadata_str(&self.obj, "name").unwrap_or("")
     }
 
     pub fn namespace(&self) -> Option<&str> {
-        self.obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
+        metadata_str(&self.obj, "namespace")
     }
 }
 
 /// The identity of an object as it is now.
+/// `metadata.<key>` of an object.
+pub fn metadata_field<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
+    obj.get("metadata")?.get(key)
+}
+
+/// `metadata.<key>` of an object, when it is a string.
+pub fn metadata_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    metadata_field(obj, key)?.as_str()
+}
+
 pub fn id_of(obj: &Value) -> ResId {
     let (group, version) =
         split_api_version(obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""));
@@ -94,15 +99,10 @@ pub fn id_of(obj: &Value) -> ResId {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string(),
-        name: obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        namespace: obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        // `get` rather than `pointer`: serde_json's pointer allocates for every path segment,
+        // and ids are taken for every object many times per build.
+        name: metadata_str(obj, "name").unwrap_or("").to_string(),
+        namespace: metadata_str(obj, "namespace").map(str::to_string),
     }
 }
 

@@ -94,8 +94,7 @@ pub fn namespace_with(
             .unwrap_or("")
             .to_string();
         if !is_cluster_scoped(&api_version, &kind) {
-            let mut cur = obj
-                .pointer("/metadata/namespace")
+            let mut cur = crate::resource::metadata_field(obj, "namespace")
                 .cloned()
                 .unwrap_or(Value::Null);
             set_ns(&mut cur, ns, opts.unset_only);

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::acc::{Acc, Ctx};
 use crate::budget::approx_size;
 use crate::error::{KustomizeError, Result};
+use crate::item::Item;
 use crate::kustomization::{Kustomization, load_kustomization};
 use crate::loader::{Loader, is_remote};
 use crate::objects::{load_items, load_objects, relative_to};
@@ -40,7 +41,14 @@ pub(crate) fn accumulate_tree(ldr: &Loader, k: &Kustomization, ctx: &mut Ctx) ->
     let mut stack: Vec<Frame> = Vec::new();
     loop {
         let top = stack.last_mut().unwrap_or(&mut root);
-        match step(top, ctx, &mut walk)? {
+        let stepped = step(top, ctx, &mut walk);
+        let stepped = match stepped {
+            Ok(s) => s,
+            // placed in the kustomization that failed; now at the entries that included it
+            Err(e) if stack.is_empty() => return Err(e),
+            Err(e) => return Err(includers_at(&root, &stack[..stack.len() - 1], e)),
+        };
+        match stepped {
             Step::Enter(child) => {
                 // The root, the frames above it and the new one.
                 meter.check_depth(stack.len() + 2)?;
@@ -53,9 +61,41 @@ pub(crate) fn accumulate_tree(ldr: &Loader, k: &Kustomization, ctx: &mut Ctx) ->
                 };
                 walk.leave(&done.ldr.root);
                 let parent = stack.last_mut().unwrap_or(&mut root);
-                walk.deliver(parent, done, ctx)?;
+                if let Err(e) = walk.deliver(parent, done, ctx) {
+                    return Err(includers_at(&root, &stack, e));
+                }
             }
         }
+    }
+}
+
+/// Places an error at the entry each includer was working on: `frames` from the outermost
+/// (below the root) to the innermost, then the root.
+fn includers_at(root: &Frame, frames: &[Frame], mut e: KustomizeError) -> KustomizeError {
+    for f in frames.iter().rev() {
+        e = include_at(f, e);
+    }
+    include_at(root, e)
+}
+
+/// The field and index of the `resources:`, `components:` or `transformers:` entry a
+/// kustomization is working on.
+fn current_entry(f: &Frame) -> Option<(&'static str, usize)> {
+    match f.phase {
+        Phase::Start => None,
+        Phase::Resources(0) | Phase::Components(0) | Phase::Transformers(0) => None,
+        Phase::Resources(j) if j - 1 < f.n_resources => Some(("resources", j - 1)),
+        Phase::Resources(j) => Some(("bases", j - 1 - f.n_resources)),
+        Phase::Components(j) => Some(("components", j - 1)),
+        Phase::Transformers(j) => Some(("transformers", j - 1)),
+    }
+}
+
+/// Places an error at the entry the kustomization is working on.
+fn include_at(f: &Frame, e: KustomizeError) -> KustomizeError {
+    match current_entry(f) {
+        Some((field, i)) => f.k.at_entry(None, field, i, e),
+        None => e,
     }
 }
 
@@ -91,12 +131,18 @@ struct Frame {
     phase: Phase,
     /// The entries of the current phase.
     entries: Vec<String>,
+    /// How many of the `Resources` phase's entries are `resources:` (then `bases:`).
+    n_resources: usize,
     /// Transformer configurations collected from `transformers:`.
     docs: Vec<Value>,
+    /// For each of `docs`, the index of the `transformers:` entry it came from.
+    doc_entries: Vec<usize>,
     /// The directories this kustomization's build included so far.
     included: Included,
     /// The schema generation when the build began.
     schema_gen: u64,
+    /// Resource files of the `Resources` phase read and parsed ahead, by entry index.
+    prefetched: Vec<Option<Result<Vec<Item>>>>,
 }
 
 impl Frame {
@@ -109,9 +155,12 @@ impl Frame {
             role,
             phase: Phase::Start,
             entries: Vec::new(),
+            n_resources: 0,
             docs: Vec::new(),
+            doc_entries: Vec::new(),
             included: Included::default(),
             schema_gen: ctx.schema_gen(),
+            prefetched: Vec::new(),
         }
     }
 }
@@ -352,9 +401,7 @@ impl Walk {
         }
         match done.role {
             Role::Transformers => {
-                parent
-                    .docs
-                    .extend(done.acc.items.into_iter().map(|i| i.res.obj));
+                push_docs(parent, done.acc.items.into_iter().map(|i| i.res.obj));
                 Ok(())
             }
             _ => parent.acc.absorb(done.acc),
@@ -368,33 +415,45 @@ fn step(f: &mut Frame, ctx: &mut Ctx, walk: &mut Walk) -> Result<Step> {
         f.ldr.meter().check_time()?;
         match f.phase {
             Phase::Start => {
-                load_openapi(&f.ldr, &f.k, ctx)?;
+                f.k.clear_cursor();
+                load_openapi(&f.ldr, &f.k, ctx).map_err(|e| f.k.locate(&f.ldr, e))?;
                 let mut entries = f.k.str_list("resources")?;
+                f.n_resources = entries.len();
                 entries.extend(f.k.str_list("bases")?);
+                f.prefetched = prefetch_files(&f.ldr, &entries);
                 f.entries = entries;
                 f.phase = Phase::Resources(0);
             }
             Phase::Resources(i) => {
                 let Some(entry) = f.entries.get(i).cloned() else {
-                    configure_and_generate(&f.ldr, &f.k, &mut f.acc, ctx)?;
+                    f.k.clear_cursor();
+                    configure_and_generate(&f.ldr, &f.k, &mut f.acc, ctx)
+                        .map_err(|e| f.k.locate(&f.ldr, e))?;
                     f.entries = f.k.str_list("components")?;
                     f.phase = Phase::Components(0);
                     continue;
                 };
                 f.phase = Phase::Resources(i + 1);
-                if let Some(child) = resource_entry(f, &entry, ctx, walk)? {
-                    return Ok(Step::Enter(child));
+                let ahead = f.prefetched.get_mut(i).and_then(Option::take);
+                match resource_entry(f, &entry, ahead, ctx, walk) {
+                    Ok(Some(child)) => return Ok(Step::Enter(child)),
+                    Ok(None) => {}
+                    Err(e) => return Err(include_at(f, e)),
                 }
             }
             Phase::Components(i) => {
                 let Some(entry) = f.entries.get(i).cloned() else {
-                    run_builtin_transformers(&f.ldr, &f.k, &mut f.acc, ctx)?;
+                    f.k.clear_cursor();
+                    run_builtin_transformers(&f.ldr, &f.k, &mut f.acc, ctx)
+                        .map_err(|e| f.k.locate(&f.ldr, e))?;
                     f.entries = f.k.str_list("transformers")?;
                     f.phase = Phase::Transformers(0);
                     continue;
                 };
                 f.phase = Phase::Components(i + 1);
-                return component_entry(f, &entry, ctx, walk).map(Step::Enter);
+                return component_entry(f, &entry, ctx, walk)
+                    .map(Step::Enter)
+                    .map_err(|e| include_at(f, e));
             }
             Phase::Transformers(i) => {
                 let Some(entry) = f.entries.get(i).cloned() else {
@@ -404,23 +463,73 @@ fn step(f: &mut Frame, ctx: &mut Ctx, walk: &mut Walk) -> Result<Step> {
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    run_transformer_docs(&f.ldr, &f.k, &root_name, &mut f.acc, ctx, &f.docs)?;
-                    f.acc.vars.extend(f.k.list("vars")?);
+                    // one entry's configurations at a time, to place an error at its entry
+                    let docs = std::mem::take(&mut f.docs);
+                    let owners = std::mem::take(&mut f.doc_entries);
+                    f.k.clear_cursor();
+                    for (doc, owner) in docs.iter().zip(owners) {
+                        let one = std::slice::from_ref(doc);
+                        run_transformer_docs(&f.ldr, &f.k, &root_name, &mut f.acc, ctx, one)
+                            .map_err(|e| f.k.at_entry(None, "transformers", owner, e))?;
+                    }
+                    let vars = f.k.list("vars").map_err(|e| f.k.locate(&f.ldr, e))?;
+                    f.acc.vars.extend(vars);
                     return Ok(Step::Done);
                 };
                 f.phase = Phase::Transformers(i + 1);
-                if let Some(child) = transformers_entry(f, &entry, ctx, walk)? {
-                    return Ok(Step::Enter(child));
+                match transformers_entry(f, &entry, ctx, walk) {
+                    Ok(Some(child)) => return Ok(Step::Enter(child)),
+                    Ok(None) => {}
+                    Err(e) => return Err(include_at(f, e)),
                 }
             }
         }
     }
 }
 
-/// One `resources:` (or `bases:`) entry: a file is read now, a directory is a base to build.
+/// Resource files parsed ahead of a kustomization's `resources:` loop start at this many
+/// bytes in total: below it, starting threads costs more than it saves.
+const PREFETCH_MIN_BYTES: u64 = 128 * 1024;
+
+/// Reads and parses a kustomization's resource file entries on several threads (YAML parsing
+/// is most of a large build's time), each result kept for its entry's turn: errors, budget
+/// charges excepted, still surface in entry order. Entries that are not plain local files are
+/// left to the loop.
+fn prefetch_files(ldr: &Loader, entries: &[String]) -> Vec<Option<Result<Vec<Item>>>> {
+    let threads = crate::par::threads();
+    // (entry index, file size) of the entries that are local files.
+    let mut files: Vec<(usize, u64)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !is_remote(e) && !ldr.is_dir(e))
+        .map(|(i, e)| (i, std::fs::metadata(ldr.join(e)).map_or(0, |m| m.len())))
+        .collect();
+    let bytes: u64 = files.iter().map(|f| f.1).sum();
+    let mut out: Vec<Option<Result<Vec<Item>>>> = std::iter::repeat_with(|| None)
+        .take(entries.len())
+        .collect();
+    if threads < 2 || files.len() < 2 || bytes < PREFETCH_MIN_BYTES {
+        return out;
+    }
+    // Largest first, so that a big file does not start last while the other threads idle.
+    files.sort_by_key(|f| std::cmp::Reverse(f.1));
+    let parsed = crate::par::map_ordered(&files, threads, |&(i, _)| {
+        let entry = &entries[i];
+        // A missing file is reported by the loop, with its own message.
+        ldr.join(entry).exists().then(|| load_items(ldr, entry))
+    });
+    for ((i, _), r) in files.into_iter().zip(parsed) {
+        out[i] = r;
+    }
+    out
+}
+
+/// One `resources:` (or `bases:`) entry: a file is read now (or was, by [`prefetch_files`]),
+/// a directory is a base to build.
 fn resource_entry(
     f: &mut Frame,
     entry: &str,
+    ahead: Option<Result<Vec<Item>>>,
     ctx: &Ctx,
     walk: &mut Walk,
 ) -> Result<Option<Box<Frame>>> {
@@ -453,7 +562,10 @@ fn resource_entry(
         });
     }
     let origin = format!("path: {}\n", relative_to(&ctx.root, &joined));
-    let mut items = load_items(&f.ldr, entry)?;
+    let mut items = match ahead {
+        Some(r) => r?,
+        None => load_items(&f.ldr, entry)?,
+    };
     for item in items.iter_mut() {
         item.origin = Some(origin.clone());
     }
@@ -496,23 +608,34 @@ fn transformers_entry(
     walk: &mut Walk,
 ) -> Result<Option<Box<Frame>>> {
     if entry.contains('\n') {
-        f.docs.extend(parse_stream(
+        let docs = parse_stream(
             entry,
             &format!("{} (transformers, inline)", f.k.file.display()),
-        )?);
+        )?;
+        push_docs(f, docs);
         return Ok(None);
     }
     if f.ldr.is_dir(entry) {
         let (sub, id) = walk.open(f, entry)?;
         walk.request(id);
         if let Some((acc, _, _)) = walk.reuse(f, id, ctx)? {
-            f.docs.extend(acc.items.into_iter().map(|i| i.res.obj));
+            push_docs(f, acc.items.into_iter().map(|i| i.res.obj));
             return Ok(None);
         }
         let sk = load_kustomization(&sub)?;
         let frame = Frame::new((sub, id), sk, Acc::new(), Role::Transformers, ctx);
         return Ok(Some(Box::new(frame)));
     }
-    f.docs.extend(load_objects(&f.ldr, entry)?);
+    let docs = load_objects(&f.ldr, entry)?;
+    push_docs(f, docs);
     Ok(None)
+}
+
+/// Adds transformer configurations that come from the `transformers:` entry being worked on.
+fn push_docs(f: &mut Frame, docs: impl IntoIterator<Item = Value>) {
+    let owner = current_entry(f).map_or(0, |(_, i)| i);
+    for d in docs {
+        f.docs.push(d);
+        f.doc_entries.push(owner);
+    }
 }

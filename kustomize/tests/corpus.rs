@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
-//! Builds every case of the shared kustomize corpus and compares the objects with the
-//! reference output (same sequence, deep-equal values; mapping key order ignored).
+//! Builds every case of the shared kustomize corpus (../shared/kustomize-corpus) and of our own
+//! corpus (tests/own_corpus) and compares the objects with the reference output (same
+//! sequence, deep-equal values; mapping key order ignored), then the printed text byte for byte.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,11 @@ use rflux_kustomize::yaml::parse_stream;
 use rflux_kustomize::{BuildOptions, LoadRestrictor, build};
 use serde_json::Value;
 
+/// The shared corpus; `KUSTOMIZE_CORPUS_DIR` points the test at another tree of the same layout.
 fn corpus_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KUSTOMIZE_CORPUS_DIR") {
+        return PathBuf::from(dir);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("..")
@@ -125,15 +130,79 @@ fn compare(got: &[Value], expected: &[Value]) -> Option<String> {
     Some(msg)
 }
 
-#[test]
-fn corpus_parity() {
-    let dir = corpus_dir();
-    if !dir.join("cases").is_dir() {
-        println!("skipped: kustomize corpus not found at {}", dir.display());
-        return;
+/// How one case came out: `None` when the objects and the printed text both match.
+struct Outcome {
+    objects_match: bool,
+    bytes_match: bool,
+    problem: Option<String>,
+}
+
+fn run_case(case: &Path, only: bool) -> Outcome {
+    let meta = std::fs::read_to_string(case.join("case.toml")).unwrap();
+    let input = toml_str(&meta, "input").unwrap();
+    let kdir = toml_str(&meta, "kustomization_dir").unwrap();
+    let restrictor = match toml_str(&meta, "load_restrictor").as_deref() {
+        Some("none") => LoadRestrictor::None,
+        _ => LoadRestrictor::RootOnly,
+    };
+    let build_dir = case.join(&input).join(&kdir);
+    let expected_text = std::fs::read_to_string(case.join("expected.yaml")).unwrap();
+    let expected = parse_stream(&expected_text, "expected.yaml").unwrap();
+    let opts = BuildOptions {
+        load_restrictor: restrictor,
+        ..Default::default()
+    };
+    let fail = |p: String| Outcome {
+        objects_match: false,
+        bytes_match: false,
+        problem: Some(p),
+    };
+    let objs = match build(&build_dir, &opts) {
+        Err(e) => return fail(format!("build error: {e}")),
+        Ok(objs) => objs,
+    };
+    let got: Vec<Value> = objs.into_iter().map(|r| r.obj).collect();
+    // compare through our own YAML text, so the printer is covered too
+    let text = rflux_kustomize::to_yaml_stream(&got);
+    if only {
+        std::fs::write("/tmp/corpus-got.yaml", &text).unwrap();
     }
+    let back = match parse_stream(&text, "output") {
+        Err(e) => return fail(format!("output does not parse back: {e}")),
+        Ok(back) => back,
+    };
+    if let Some(p) = compare(&back, &expected) {
+        return fail(p);
+    }
+    // strict check: the same objects must also print byte for byte alike
+    if text != expected_text {
+        let line = text
+            .lines()
+            .zip(expected_text.lines())
+            .position(|(a, b)| a != b);
+        return Outcome {
+            objects_match: true,
+            bytes_match: false,
+            problem: Some(format!(
+                "same objects but the text differs (first at line {})",
+                line.map_or(0, |l| l + 1)
+            )),
+        };
+    }
+    Outcome {
+        objects_match: true,
+        bytes_match: true,
+        problem: None,
+    }
+}
+
+/// Runs every case under `<dir>/cases/<owner>__<repo>/<case>` and checks the result against
+/// the known-failures file: a case fails when its objects or its printed text differ.
+fn run_corpus(label: &str, dir: &Path, known_failures: &str) {
     let known_text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus-known-failures.txt"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join(known_failures),
     )
     .unwrap_or_default();
     let known: BTreeSet<String> = known_text
@@ -150,12 +219,13 @@ fn corpus_parity() {
         }
     }
     cases.sort();
-    // CORPUS_CASE=<substring> runs only matching cases and writes the output next to /tmp.
+    // CORPUS_CASE=<substring> runs only matching cases and writes the output to
+    // /tmp/corpus-got.yaml.
     let only = std::env::var("CORPUS_CASE").ok();
     if let Some(o) = &only {
         cases.retain(|c| c.display().to_string().contains(o.as_str()));
     }
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut objects_ok, mut bytes_ok) = (0, 0, 0, 0);
     let mut unexpected_failures = Vec::new();
     let mut unexpected_passes = Vec::new();
     let mut total_ms = 0u128;
@@ -165,52 +235,12 @@ fn corpus_parity() {
             .unwrap()
             .display()
             .to_string();
-        let meta = std::fs::read_to_string(case.join("case.toml")).unwrap();
-        let input = toml_str(&meta, "input").unwrap();
-        let kdir = toml_str(&meta, "kustomization_dir").unwrap();
-        let restrictor = match toml_str(&meta, "load_restrictor").as_deref() {
-            Some("none") => LoadRestrictor::None,
-            _ => LoadRestrictor::RootOnly,
-        };
-        let build_dir = case.join(&input).join(&kdir);
-        let expected_text = std::fs::read_to_string(case.join("expected.yaml")).unwrap();
-        let expected = parse_stream(&expected_text, "expected.yaml").unwrap();
-        let opts = BuildOptions {
-            load_restrictor: restrictor,
-            ..Default::default()
-        };
         let start = std::time::Instant::now();
-        let result = build(&build_dir, &opts);
+        let outcome = run_case(case, only.is_some());
         total_ms += start.elapsed().as_millis();
-        let problem = match result {
-            Err(e) => Some(format!("build error: {e}")),
-            Ok(objs) => {
-                let got: Vec<Value> = objs.into_iter().map(|r| r.obj).collect();
-                // compare through our own YAML text, so the printer is covered too
-                let text = rflux_kustomize::to_yaml_stream(&got);
-                if only.is_some() {
-                    std::fs::write("/tmp/corpus-got.yaml", &text).unwrap();
-                }
-                match parse_stream(&text, "output") {
-                    Err(e) => Some(format!("output does not parse back: {e}")),
-                    Ok(back) => match compare(&back, &expected) {
-                        // strict check: the same objects must also print byte for byte alike
-                        None if text != expected_text => {
-                            let line = text
-                                .lines()
-                                .zip(expected_text.lines())
-                                .position(|(a, b)| a != b);
-                            Some(format!(
-                                "same objects but the text differs (first at line {})",
-                                line.map_or(0, |l| l + 1)
-                            ))
-                        }
-                        other => other,
-                    },
-                }
-            }
-        };
-        match problem {
+        objects_ok += usize::from(outcome.objects_match);
+        bytes_ok += usize::from(outcome.bytes_match);
+        match outcome.problem {
             None => {
                 passed += 1;
                 if known.contains(&name) {
@@ -227,7 +257,8 @@ fn corpus_parity() {
         }
     }
     println!(
-        "corpus: {passed} passed, {failed} failed of {} cases ({total_ms} ms building)",
+        "{label}: {passed} passed, {failed} failed of {} cases; objects equal in {objects_ok}, \
+         text byte-identical in {bytes_ok} ({total_ms} ms building)",
         cases.len()
     );
     if only.is_some() {
@@ -235,10 +266,28 @@ fn corpus_parity() {
     }
     assert!(
         unexpected_failures.is_empty(),
-        "cases failing that are not in corpus-known-failures.txt: {unexpected_failures:#?}"
+        "cases failing that are not in {known_failures}: {unexpected_failures:#?}"
     );
     assert!(
         unexpected_passes.is_empty(),
-        "cases listed in corpus-known-failures.txt that now pass: {unexpected_passes:#?}"
+        "cases listed in {known_failures} that now pass: {unexpected_passes:#?}"
     );
+}
+
+#[test]
+fn corpus_parity() {
+    let dir = corpus_dir();
+    if !dir.join("cases").is_dir() {
+        println!("skipped: kustomize corpus not found at {}", dir.display());
+        return;
+    }
+    run_corpus("corpus", &dir, "corpus-known-failures.txt");
+}
+
+/// Our own corpus (tests/own_corpus, see its README.md): always present, never skipped.
+#[test]
+fn own_corpus_parity() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/own_corpus");
+    assert!(dir.join("cases").is_dir(), "missing {}", dir.display());
+    run_corpus("own corpus", &dir, "own-corpus-known-failures.txt");
 }

@@ -76,6 +76,9 @@ pub(super) fn controller_manager(s: &ControlPlaneState) -> Vec<String> {
         "--kube-api-qps=100".to_string(),
         "--kube-api-burst=200".to_string(),
         "--profiling=false".to_string(),
+        // kwok renews the Node's lease from a test machine that may be saturated (2 cores,
+        // parallel builds): do not taint the Node `unreachable` after the default 50 s.
+        "--node-monitor-grace-period=5m".to_string(),
     ]
 }
 

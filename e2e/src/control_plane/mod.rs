@@ -317,7 +317,8 @@ impl ControlPlane {
         }
     }
 
-    fn log_tails(&self, lines: usize) -> String {
+    /// The last `lines` lines of every process's log, for a failure message.
+    pub fn log_tails(&self, lines: usize) -> String {
         self.state
             .processes
             .iter()
@@ -577,8 +578,8 @@ async fn create_node(client: &Client) -> anyhow::Result<()> {
         },
         "spec": {"providerID": format!("kwok://{NODE_NAME}")},
         "status": {
-            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "1000"},
+            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "1000"},
             "nodeInfo": {
                 "architecture": "amd64",
                 "kubeletVersion": "fake",

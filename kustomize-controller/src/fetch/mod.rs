@@ -5,8 +5,9 @@
 //! [`ArtifactFetcher::fetch`] returns `cache_dir/<digest-hex>/`, the unpacked artifact. An
 //! artifact whose digest is already cached is neither downloaded nor unpacked again. The
 //! returned directory is shared by every reconcile of the same revision: callers must treat it
-//! as read-only and copy it ([`ArtifactFetcher::fetch_into`], into a directory from
-//! [`ArtifactFetcher::work_dir`]) before generating a `kustomization.yaml` in it.
+//! as read-only. The reconcile's build reads it in place, pinned against eviction
+//! ([`ArtifactFetcher::fetch_pinned`]); a caller that must write copies it first
+//! ([`ArtifactFetcher::fetch_into`], into a directory from [`ArtifactFetcher::work_dir`]).
 //!
 //! Compatibility with Flux's fetcher: 404 is [`FetchError::NotFound`] and not retried;
 //! connection errors, 429 and 5xx (except 501) are retried with exponential backoff between
@@ -26,15 +27,18 @@ use reqwest::StatusCode;
 use rflux_common::digest::Verifier;
 
 mod error;
+mod pin;
 pub mod untar;
 pub mod workdir;
 
 pub use error::FetchError;
+pub use pin::PinnedArtifact;
 pub use rflux_common::digest::{Digest, DigestAlgorithm};
 pub use untar::{UntarError, UntarLimits, UntarStats, copy_tree, safe_entry_path, untar};
 pub use workdir::{RUN_DIR_PREFIX, sweep_stale_runs};
 
 use error::io_err;
+use pin::Pins;
 use untar::remove_tree;
 use workdir::RunDir;
 
@@ -113,6 +117,8 @@ pub struct ArtifactFetcher {
     inflight: InflightMap,
     /// The run directory of the working copies, made by the first [`ArtifactFetcher::work_dir`].
     run_dir: Mutex<Option<RunDir>>,
+    /// Cache entries being read in place ([`ArtifactFetcher::fetch_pinned`]).
+    pins: Pins,
 }
 
 impl std::fmt::Debug for ArtifactFetcher {
@@ -202,6 +208,7 @@ impl ArtifactFetcher {
             client,
             inflight: Mutex::new(HashMap::new()),
             run_dir: Mutex::new(None),
+            pins: Pins::default(),
         })
     }
 
@@ -271,6 +278,29 @@ impl ArtifactFetcher {
         let dir = result?;
         self.evict(&dir);
         Ok(dir)
+    }
+
+    /// [`ArtifactFetcher::fetch`], the entry held from eviction while the returned value lives:
+    /// for readers that never write into the tree (the build), no copy is made. If the entry
+    /// was evicted between the fetch and the pin, it is fetched once more.
+    pub async fn fetch_pinned(
+        &self,
+        url: &str,
+        digest: &str,
+    ) -> Result<PinnedArtifact, FetchError> {
+        let mut last = None;
+        for _ in 0..2 {
+            let dir = self.fetch(url, digest).await?;
+            let pinned = self.pins.pin(&dir);
+            if dir.is_dir() {
+                return Ok(pinned);
+            }
+            last = Some(dir);
+        }
+        let dir = last.unwrap_or_default();
+        Err(io_err("read cached artifact", &dir)(io::Error::from(
+            io::ErrorKind::NotFound,
+        )))
     }
 
     /// [`ArtifactFetcher::fetch`], then copies the unpacked tree into `dest` (created if
@@ -513,9 +543,11 @@ impl ArtifactFetcher {
             if now.duration_since(modified).unwrap_or_default() < self.opts.evict_grace {
                 continue;
             }
-            if let Err(e) = remove_tree(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot evict cached artifact");
-            }
+            self.pins.remove_unpinned(&path, |path| {
+                if let Err(e) = remove_tree(path) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot evict cached artifact");
+                }
+            });
         }
     }
 }

@@ -15,6 +15,7 @@
 //! | `prune_guard.rs` | the opt-in mass-deletion guard (`prune-limit`, `prune-confirm`) |
 //! | `ownership.rs` | ownership conflicts: the claim check and the `OwnershipConflict` condition |
 
+pub mod build;
 mod client;
 mod context;
 mod finalize;

@@ -3,7 +3,7 @@
 //! [`StageError`] (Flux's reason and message, how it is retried) or hands its result to the
 //! next; the conditions and status are derived from the outcome by [`super::status`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -19,6 +19,7 @@ use rflux_common::runtime::{EventType, Severity, StageError, format_go_duration}
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::build::{BuildObjectsError, build_objects};
 use super::context::{
     ARTIFACT_FAILED_REASON, BUILD_FAILED_REASON, Context, HEALTH_CHECK_CANCELED_REASON,
     HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, event, patch_status,
@@ -28,10 +29,11 @@ use super::prune_guard;
 use super::source;
 use super::spec::{
     NOT_IMPLEMENTED_REASON, UNSUPPORTED_FIELDS, WithoutFailFast, apply_options, duration_of,
-    health_check_refs, overrides_from_spec, unsupported_fields, wait_targets,
+    health_check_refs, unsupported_fields, wait_targets,
 };
 use super::status::{Applied, CANCELED_PREFIX, manifests_digest, ready_at};
 use crate::cel::{HealthExprs, INVALID_CEL_EXPRESSION_REASON, TERMINAL_ERROR_MESSAGE};
+use crate::fetch::PinnedArtifact;
 use crate::identity::owner_of;
 use crate::inventory;
 use crate::ssa::wait::{wait_for_applied, wait_for_with_reader};
@@ -221,37 +223,29 @@ impl<'a> Pipeline<'a> {
         Ok((source_ns, artifact))
     }
 
-    /// Stage: fetch. Downloads the artifact (digest verified, cached) into a fresh directory.
+    /// Stage: fetch. Downloads the artifact (digest verified, cached) and holds the unpacked
+    /// tree for the build, which reads it in place: the engine never writes into its input,
+    /// so no working copy is made.
     async fn fetch(
         &self,
         artifact: &Artifact,
         timeout: Duration,
-    ) -> Result<tempfile::TempDir, StageError> {
+    ) -> Result<PinnedArtifact, StageError> {
         let failed = |message: String| StageError::generic(READY, ARTIFACT_FAILED_REASON, message);
-        // A working copy under this controller's run directory: a crashed reconcile's copy is
-        // swept at the next start-up.
-        let dir = self
-            .ctx
-            .fetcher
-            .work_dir()
-            .map_err(|e| failed(format!("failed to create temp dir: {e}")))?;
         // Bounded by spec.timeout: retries against a URL that is gone (a replaced artifact
         // server) must not hold the work slot for minutes.
         let fetch = self
             .ctx
             .fetcher
-            .fetch_into(&artifact.url, &artifact.digest, dir.path());
+            .fetch_pinned(&artifact.url, &artifact.digest);
         match tokio::time::timeout(timeout, fetch).await {
-            Ok(r) => r.map_err(|e| failed(e.to_string()))?,
-            Err(_) => {
-                return Err(failed(format!(
-                    "failed to fetch artifact from {} within the timeout of {}",
-                    artifact.url,
-                    format_go_duration(timeout)
-                )));
-            }
+            Ok(r) => r.map_err(|e| failed(e.to_string())),
+            Err(_) => Err(failed(format!(
+                "failed to fetch artifact from {} within the timeout of {}",
+                artifact.url,
+                format_go_duration(timeout)
+            ))),
         }
-        Ok(dir)
     }
 
     /// Stage: build, on a blocking thread. Like Flux, a missing path is an artifact failure,
@@ -279,22 +273,15 @@ impl<'a> Pipeline<'a> {
             "Building manifests for revision {revision} with a timeout of {}",
             format_go_duration(timeout)
         ));
-        let overrides = overrides_from_spec(&self.ks.spec);
-        let root: PathBuf = root.to_path_buf();
-        let failed = |message: String| StageError::generic(READY, BUILD_FAILED_REASON, message);
-        // The build's own budget: `spec.timeout`, and the engine's caps on objects, bytes and
-        // depth (a hostile tree ends in a BuildFailed, not a stuck work slot).
-        let budget = rflux_kustomize::Budget {
-            timeout,
-            ..rflux_kustomize::Budget::default()
-        };
-        let built = tokio::task::spawn_blocking(move || {
-            rflux_kustomize::build_flux_with(&root, Path::new(&path), &overrides, &budget)
-        })
-        .await
-        .map_err(|e| failed(format!("build task failed: {e}")))?
-        .map_err(|e| failed(e.to_string()))?;
-        Ok(built.into_iter().map(|r| r.obj).collect())
+        build_objects(root, &self.ks.spec, timeout)
+            .await
+            .map_err(|e| {
+                let message = match e {
+                    BuildObjectsError::Task(_) => e.to_string(),
+                    BuildObjectsError::Build(e) => relative_to_artifact(&e.to_string(), root),
+                };
+                StageError::generic(READY, BUILD_FAILED_REASON, message)
+            })
     }
 
     /// Stage: post-build substitution (`spec.postBuild`).
@@ -467,5 +454,72 @@ impl<'a> Pipeline<'a> {
             )
             .await;
         }
+    }
+}
+
+/// A build error's text with the artifact's directory taken off the paths in it, so the Ready
+/// message names `apps/kustomization.yaml:7`, not the temporary directory the artifact was
+/// unpacked in (the root itself becomes `.`).
+fn relative_to_artifact(message: &str, root: &Path) -> String {
+    let mut roots = Vec::new();
+    // the engine prints paths under the root with symlinks resolved
+    if let Ok(real) = root.canonicalize() {
+        roots.push(real);
+    }
+    roots.push(root.to_path_buf());
+    let mut out = message.to_string();
+    for r in roots {
+        let r = r.display().to_string();
+        let r = r.trim_end_matches('/');
+        if r.is_empty() {
+            continue;
+        }
+        out = out.replace(&format!("{r}/"), "");
+        // what is left are mentions of the root itself, unless a longer name starts with it
+        let mut rest = out.as_str();
+        let mut replaced = String::with_capacity(out.len());
+        while let Some(i) = rest.find(r) {
+            let after = &rest[i + r.len()..];
+            let longer = after
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            replaced.push_str(&rest[..i]);
+            replaced.push_str(if longer { r } else { "." });
+            rest = after;
+        }
+        replaced.push_str(rest);
+        out = replaced;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_to_artifact;
+
+    #[test]
+    fn build_errors_name_paths_relative_to_the_artifact() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = t.path().join("artifact");
+        std::fs::create_dir_all(root.join("apps")).expect("mkdir");
+        let real = root.canonicalize().expect("canonical root");
+        let msg = format!(
+            "{r}/apps/kustomization.yaml:7: resources[1] 'svc.yaml': security: file '{r}/apps/../../x.yaml' is not in or below '{r}'; also {r}-other/a",
+            r = real.display()
+        );
+        assert_eq!(
+            relative_to_artifact(&msg, &root),
+            format!(
+                "apps/kustomization.yaml:7: resources[1] 'svc.yaml': security: file 'apps/../../x.yaml' is not in or below '.'; also {}-other/a",
+                real.display()
+            )
+        );
+        // the path as given (before symlinks are resolved) is taken off too
+        let given = format!("{}/./b.yaml:1: may not add resource", root.display());
+        assert_eq!(
+            relative_to_artifact(&given, &root),
+            "./b.yaml:1: may not add resource"
+        );
     }
 }

@@ -50,4 +50,7 @@ pub use error::PatchError;
 pub use json6902::{is_json6902, json6902};
 pub use schema::Schema;
 pub use selector::Selector;
-pub use smp::{MergeOptions, NullFilter, PatchOutcome, strategic_merge, strategic_merge_with};
+pub use smp::{
+    MergeOptions, NullFilter, PatchOutcome, strategic_merge, strategic_merge_consuming,
+    strategic_merge_with,
+};

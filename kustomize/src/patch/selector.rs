@@ -149,9 +149,12 @@ impl Selector {
             return false;
         }
         c.labels
-            .matches_by(lookup(r.obj.pointer("/metadata/labels")))
+            .matches_by(lookup(crate::resource::metadata_field(&r.obj, "labels")))
             && c.annotations
-                .matches_by(lookup(r.obj.pointer("/metadata/annotations")))
+                .matches_by(lookup(crate::resource::metadata_field(
+                    &r.obj,
+                    "annotations",
+                )))
     }
 }
 

@@ -75,8 +75,25 @@ pub fn strategic_merge_with(
     schema: &Schema,
     options: &MergeOptions<'_>,
 ) -> Result<PatchOutcome, PatchError> {
+    let mut merged = target.clone();
+    let outcome = strategic_merge_consuming(&mut merged, patch, schema, options)?;
+    if outcome == PatchOutcome::Patched {
+        *target = merged;
+    }
+    Ok(outcome)
+}
+
+/// [`strategic_merge_with`] on the value itself rather than on a copy (the build patches
+/// objects such as CRDs, hundreds of kilobytes each, and stops at a patch error): on error,
+/// or when the patch deletes the object, `target` is left `null`.
+pub fn strategic_merge_consuming(
+    target: &mut Value,
+    patch: &Value,
+    schema: &Schema,
+    options: &MergeOptions<'_>,
+) -> Result<PatchOutcome, PatchError> {
     let sch = root_schema(schema, Some(&*target), Some(patch));
-    let dest = target.clone();
+    let dest = std::mem::take(target);
     let mut path = Vec::new();
     let ctx = Ctx {
         schema,

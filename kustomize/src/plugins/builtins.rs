@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::generator::{self, Generated, content_hash};
 use crate::kustomization::Kustomization;
 use crate::loader::Loader;
+use crate::patch::PatchError;
 use crate::patching::perr;
 use crate::patching::{run_patches, run_patches_json6902, run_patches_strategic_merge};
 use crate::transform::set_meta;
@@ -16,13 +17,13 @@ use crate::yaml::parse_stream;
 
 /// A kustomization of the same file holding only `fields`.
 fn as_field(k: &Kustomization, fields: Value) -> Kustomization {
-    Kustomization {
-        file: k.file.clone(),
-        fields: match fields {
+    Kustomization::synthetic(
+        k.file.clone(),
+        match fields {
             Value::Object(m) => m,
             _ => Map::new(),
         },
-    }
+    )
 }
 
 /// The string field `f` of a configuration ("" when absent); a non-string is an error.
@@ -212,7 +213,9 @@ pub(crate) fn run_replacements(ldr: &Loader, k: &Kustomization, acc: &mut Acc) -
         return Ok(());
     }
     let mut all = Vec::new();
-    for r in list {
+    // for each replacement, the entry it came from (to place an error at)
+    let mut owners = Vec::new();
+    for (n, r) in k.entries("replacements")?.enumerate() {
         if let Some(path) = r.get("path").and_then(Value::as_str) {
             let (p, text) = ldr.read_text(path)?;
             for doc in parse_stream(&text, &p.display().to_string())? {
@@ -224,6 +227,17 @@ pub(crate) fn run_replacements(ldr: &Loader, k: &Kustomization, acc: &mut Acc) -
         } else {
             all.push(r);
         }
+        owners.resize(all.len(), n);
     }
-    crate::glue::replacements(&mut acc.items, &all).map_err(|e| perr(k, "replacements", e))
+    crate::glue::replacements(&mut acc.items, &all).map_err(|e| {
+        let owner = match &e {
+            PatchError::Replacement { index, .. } => owners.get(*index).copied(),
+            _ => None,
+        };
+        let e = perr(k, "replacements", e);
+        match owner {
+            Some(n) => k.at_entry(Some(ldr), "replacements", n, e),
+            None => e,
+        }
+    })
 }

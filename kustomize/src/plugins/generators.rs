@@ -45,7 +45,7 @@ pub(crate) fn run_generator_entries(
     acc: &mut Acc,
     ctx: &Ctx,
 ) -> Result<()> {
-    for entry in k.str_list("generators")? {
+    for entry in k.str_entries("generators")? {
         for doc in entry_docs(ldr, k, &entry)? {
             ldr.meter().check_time()?;
             let kind = builtin_kind(k, "generators", &doc)?;

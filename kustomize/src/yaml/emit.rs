@@ -8,37 +8,71 @@ use serde_json::Value;
 
 use super::scalar::{looks_like_timestamp, resolve_plain};
 
+/// Objects at or above which [`to_yaml_stream`] prints on several threads.
+const PARALLEL_MIN_OBJECTS: usize = 48;
+
 /// Serialises objects as a YAML stream separated by `---` lines (no leading separator).
+/// Large streams are printed in pieces on several threads (each object's text depends only
+/// on the object) and joined in order.
 pub fn to_yaml_stream(objs: &[Value]) -> String {
+    let threads = crate::par::threads();
     let mut out = String::new();
-    for (i, obj) in objs.iter().enumerate() {
-        if i > 0 {
-            out.push_str("---\n");
-        }
-        out.push_str(&to_yaml(obj));
+    if threads < 2 || objs.len() < PARALLEL_MIN_OBJECTS {
+        write_stream(&mut out, objs, true);
+        return out;
+    }
+    // More pieces than threads: objects differ a lot in size (a CRD against a Service).
+    let piece = objs.len().div_ceil(threads * 4);
+    let chunks: Vec<(usize, &[Value])> = objs.chunks(piece).enumerate().collect();
+    let texts = crate::par::map_ordered(&chunks, threads, |(i, chunk)| {
+        let mut text = String::new();
+        write_stream(&mut text, chunk, *i == 0);
+        text
+    });
+    out.reserve(texts.iter().map(String::len).sum());
+    for t in texts {
+        out.push_str(&t);
     }
     out
+}
+
+/// Appends objects to `out`, each but the first of the stream after a `---` line.
+fn write_stream(out: &mut String, objs: &[Value], starts_stream: bool) {
+    for (i, obj) in objs.iter().enumerate() {
+        if i > 0 || !starts_stream {
+            out.push_str("---\n");
+        }
+        write_document(out, obj);
+    }
 }
 
 /// Serialises one value as a YAML document.
 pub fn to_yaml(v: &Value) -> String {
     let mut out = String::new();
-    match v {
-        Value::Object(m) if !m.is_empty() => write_map(&mut out, v, 0),
-        Value::Array(a) if !a.is_empty() => write_seq(&mut out, v, 0),
-        other => {
-            // Like libyaml, a scalar document's block content and folded lines are indented
-            // (at column 0 a `---` line would end the document).
-            write_scalar_inline(&mut out, other, 2);
-            out.push('\n');
-        }
-    }
+    write_document(&mut out, v);
     out
 }
 
+fn write_document(out: &mut String, v: &Value) {
+    match v {
+        Value::Object(m) if !m.is_empty() => write_map(out, v, 0),
+        Value::Array(a) if !a.is_empty() => write_seq(out, v, 0),
+        other => {
+            // Like libyaml, a scalar document's block content and folded lines are indented
+            // (at column 0 a `---` line would end the document).
+            write_scalar_inline(out, other, 2);
+            out.push('\n');
+        }
+    }
+}
+
 fn indent(out: &mut String, n: usize) {
-    for _ in 0..n {
-        out.push(' ');
+    const SPACES: &str = "                                                                ";
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        left -= k;
     }
 }
 
@@ -54,18 +88,28 @@ fn sorted_entries(v: &Value) -> Vec<(&String, &Value)> {
 /// The order go-yaml gives mapping keys: letters by code point, a non-letter before a letter
 /// (after a letter when following digits), and runs of digits compared as numbers.
 pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
+    if a.is_ascii() && b.is_ascii() {
+        // ASCII bytes are their own code points: no decoding, no allocation.
+        return units_order(a.as_bytes(), b.as_bytes(), char::from);
+    }
     let ar: Vec<char> = a.chars().collect();
     let br: Vec<char> = b.chars().collect();
+    units_order(&ar, &br, |c| c)
+}
+
+/// [`key_order`] over code points given as `T` (bytes of ASCII text, or chars).
+fn units_order<T: Copy + Ord>(ar: &[T], br: &[T], ch: impl Fn(T) -> char) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let digit = |u: T| ch(u).is_ascii_digit();
     let mut digits = false;
     let n = ar.len().min(br.len());
     for i in 0..n {
         if ar[i] == br[i] {
-            digits = ar[i].is_ascii_digit();
+            digits = digit(ar[i]);
             continue;
         }
-        let al = ar[i].is_alphabetic();
-        let bl = br[i].is_alphabetic();
+        let al = ch(ar[i]).is_alphabetic();
+        let bl = ch(br[i]).is_alphabetic();
         if al && bl {
             return ar[i].cmp(&br[i]);
         }
@@ -78,29 +122,26 @@ pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
             };
         }
         let (mut an, mut bn): (i64, i64) = (0, 0);
-        if ar[i] == '0' || br[i] == '0' {
+        if ch(ar[i]) == '0' || ch(br[i]) == '0' {
             let mut j = i;
-            while j > 0 && ar[j - 1].is_ascii_digit() {
+            while j > 0 && digit(ar[j - 1]) {
                 j -= 1;
-                if ar[j] != '0' {
+                if ch(ar[j]) != '0' {
                     an = 1;
                     bn = 1;
                     break;
                 }
             }
         }
+        let value = |u: T| i64::from(ch(u) as u8 - b'0');
         let mut ai = i;
-        while ai < ar.len() && ar[ai].is_ascii_digit() {
-            an = an
-                .saturating_mul(10)
-                .saturating_add(i64::from(ar[ai] as u8 - b'0'));
+        while ai < ar.len() && digit(ar[ai]) {
+            an = an.saturating_mul(10).saturating_add(value(ar[ai]));
             ai += 1;
         }
         let mut bi = i;
-        while bi < br.len() && br[bi].is_ascii_digit() {
-            bn = bn
-                .saturating_mul(10)
-                .saturating_add(i64::from(br[bi] as u8 - b'0'));
+        while bi < br.len() && digit(br[bi]) {
+            bn = bn.saturating_mul(10).saturating_add(value(br[bi]));
             bi += 1;
         }
         if an != bn {
@@ -124,16 +165,15 @@ fn write_map_body(out: &mut String, v: &Value, ind: usize, first_inline: bool) {
         if i > 0 || !first_inline {
             indent(out, ind);
         }
-        let key = key_text(k);
-        if key.chars().count() > MAX_SIMPLE_KEY {
+        let start = out.len();
+        write_key(out, k);
+        // Bytes bound characters: only a long key needs counting.
+        if out.len() - start > MAX_SIMPLE_KEY && out[start..].chars().count() > MAX_SIMPLE_KEY {
             // Like go-yaml: a long key is written as an explicit `? key` (an implicit key may
             // not exceed 1024 characters).
-            out.push_str("? ");
-            out.push_str(&key);
+            out.insert_str(start, "? ");
             out.push('\n');
             indent(out, ind);
-        } else {
-            out.push_str(&key);
         }
         out.push(':');
         match val {
@@ -226,11 +266,11 @@ fn go_float(f: f64) -> String {
     s
 }
 
-fn key_text(k: &str) -> String {
+fn write_key(out: &mut String, k: &str) {
     match style_for(k) {
-        Style::Plain => k.to_string(),
-        Style::Single => single_quoted(k),
-        Style::Double | Style::Literal => double_quoted(k),
+        Style::Plain => out.push_str(k),
+        Style::Single => push_single_quoted(out, k),
+        Style::Double | Style::Literal => push_double_quoted(out, k),
     }
 }
 
@@ -345,8 +385,9 @@ fn style_for(s: &str) -> Style {
     if reads_as_other_type(s) {
         return Style::Double;
     }
-    let special = s.chars().any(|c| !is_printable(c));
-    if special {
+    // Printable ASCII (and line breaks) needs no decoding; anything else is checked per char.
+    let plain_ascii = s.bytes().all(|b| (b' '..0x7f).contains(&b) || b == b'\n');
+    if !plain_ascii && s.chars().any(|c| !is_printable(c)) {
         return Style::Double;
     }
     if s.contains('\n') {
@@ -388,36 +429,53 @@ fn plain_ok(s: &str) -> bool {
     true
 }
 
-fn single_quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
+fn push_single_quoted(out: &mut String, s: &str) {
+    out.push('\'');
+    for (i, part) in s.split('\'').enumerate() {
+        if i > 0 {
+            out.push_str("''");
+        }
+        out.push_str(part);
+    }
+    out.push('\'');
 }
 
-fn double_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+fn push_double_quoted(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\0' => out.push_str("\\0"),
-            c if !is_printable(c) => {
-                let cp = c as u32;
-                if cp <= 0xff {
-                    let _ = write!(out, "\\x{cp:02X}");
-                } else if cp <= 0xffff {
-                    let _ = write!(out, "\\u{cp:04X}");
-                } else {
-                    let _ = write!(out, "\\U{cp:08X}");
-                }
-            }
-            c => out.push(c),
-        }
+        push_escaped(out, c);
     }
     out.push('"');
-    out
+}
+
+/// Appends `c` as it appears inside a double-quoted scalar; returns the characters written.
+fn push_escaped(out: &mut String, c: char) -> usize {
+    let fixed = match c {
+        '"' => "\\\"",
+        '\\' => "\\\\",
+        '\n' => "\\n",
+        '\t' => "\\t",
+        '\r' => "\\r",
+        '\0' => "\\0",
+        c if !is_printable(c) => {
+            let cp = c as u32;
+            let before = out.len();
+            let _ = if cp <= 0xff {
+                write!(out, "\\x{cp:02X}")
+            } else if cp <= 0xffff {
+                write!(out, "\\u{cp:04X}")
+            } else {
+                write!(out, "\\U{cp:08X}")
+            };
+            return out.len() - before;
+        }
+        c => {
+            out.push(c);
+            return 1;
+        }
+    };
+    out.push_str(fixed);
+    fixed.len()
 }
 
 /// go-yaml's preferred line width: flow scalars longer than this are folded at spaces.
@@ -432,16 +490,16 @@ fn column(out: &str) -> usize {
 /// Writes a plain, single- or double-quoted scalar, folding long lines at single spaces the
 /// way go-yaml's emitter does (continuation lines indented to `content_ind`).
 fn write_folded(out: &mut String, s: &str, style: &Style, content_ind: usize) {
-    if s.len() + column(out) <= BEST_WIDTH || !s.contains(' ') {
+    let mut col = column(out);
+    if s.len() + col <= BEST_WIDTH || !s.contains(' ') {
         match style {
             Style::Plain => out.push_str(s),
-            Style::Single => out.push_str(&single_quoted(s)),
-            _ => out.push_str(&double_quoted(s)),
+            Style::Single => push_single_quoted(out, s),
+            _ => push_double_quoted(out, s),
         }
         return;
     }
-    let chars: Vec<char> = s.chars().collect();
-    let mut col = column(out);
+    let bytes = s.as_bytes();
     let quote = match style {
         Style::Plain => None,
         Style::Single => Some('\''),
@@ -452,10 +510,12 @@ fn write_folded(out: &mut String, s: &str, style: &Style, content_ind: usize) {
         col += 1;
     }
     let mut spaces = false;
-    let last = chars.len() - 1;
-    for (i, &c) in chars.iter().enumerate() {
+    // Byte offsets: a space is one byte, so "the next character is a space" and "this space is
+    // the last character" read the same on bytes as on characters.
+    let last = bytes.len() - 1;
+    for (i, c) in s.char_indices() {
         if c == ' ' {
-            let next_space = chars.get(i + 1) == Some(&' ');
+            let next_space = bytes.get(i + 1) == Some(&b' ');
             let may_break = !spaces
                 && col > BEST_WIDTH
                 && match style {
@@ -479,16 +539,17 @@ fn write_folded(out: &mut String, s: &str, style: &Style, content_ind: usize) {
             continue;
         }
         spaces = false;
-        let piece = match (quote, c) {
-            (Some('\''), '\'') => "''".to_string(),
-            (Some('"'), c) => {
-                let q = double_quoted(&c.to_string());
-                q[1..q.len() - 1].to_string()
+        col += match (quote, c) {
+            (Some('\''), '\'') => {
+                out.push_str("''");
+                2
             }
-            (_, c) => c.to_string(),
+            (Some('"'), c) => push_escaped(out, c),
+            (_, c) => {
+                out.push(c);
+                1
+            }
         };
-        col += piece.chars().count();
-        out.push_str(&piece);
     }
     if let Some(q) = quote {
         out.push(q);

@@ -2,6 +2,7 @@
 
 mod emit;
 mod parse;
+pub(crate) mod positions;
 mod scalar;
 
 pub use emit::{number_text, to_yaml, to_yaml_stream};

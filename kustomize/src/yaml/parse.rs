@@ -109,27 +109,31 @@ pub enum PathSeg {
 pub struct TrackedDoc {
     pub value: Value,
     pub empty_values: Vec<Vec<PathSeg>>,
+    /// The 1-based line where the document's content starts.
+    pub line: usize,
 }
 
 /// Like [`parse_stream`], also reporting where empty mapping values are.
 pub fn parse_stream_tracked(text: &str, origin: &str) -> Result<Vec<TrackedDoc>> {
-    let (docs, empties) = parse_documents_inner(text, origin, Limits::default(), true)?;
+    let (docs, empties, lines) = parse_documents_inner(text, origin, Limits::default(), true)?;
     Ok(docs
         .into_iter()
         .zip(empties)
-        .filter(|(d, _)| !d.is_null())
-        .map(|(value, empty_values)| TrackedDoc {
+        .zip(lines)
+        .filter(|((d, _), _)| !d.is_null())
+        .map(|((value, empty_values), line)| TrackedDoc {
             value,
             empty_values,
+            line,
         })
         .collect())
 }
 
 fn parse_documents(text: &str, origin: &str, limits: Limits) -> Result<Vec<Value>> {
-    parse_documents_inner(text, origin, limits, false).map(|(d, _)| d)
+    parse_documents_inner(text, origin, limits, false).map(|(d, _, _)| d)
 }
 
-type Docs = (Vec<Value>, Vec<Vec<Vec<PathSeg>>>);
+type Docs = (Vec<Value>, Vec<Vec<Vec<PathSeg>>>, Vec<usize>);
 
 fn parse_documents_inner(text: &str, origin: &str, limits: Limits, track: bool) -> Result<Docs> {
     if text.len() > limits.max_bytes {
@@ -157,11 +161,16 @@ fn parse_documents_inner(text: &str, origin: &str, limits: Limits, track: bool) 
         ends_with_newline: text.ends_with('\n'),
         track,
         empties: Vec::new(),
+        doc_lines: Vec::new(),
     };
     let docs = conv.stream()?;
     let mut empties = std::mem::take(&mut conv.empties);
     empties.resize(docs.len(), Vec::new());
-    Ok((docs, empties))
+    let mut lines = std::mem::take(&mut conv.doc_lines);
+    if track {
+        lines.resize(docs.len(), 1);
+    }
+    Ok((docs, empties, lines))
 }
 
 /// An anchored node, kept for the aliases that follow it.
@@ -217,25 +226,26 @@ struct Converter<'a> {
     track: bool,
     /// Per document, the paths of empty mapping values (only when tracking).
     empties: Vec<Vec<Vec<PathSeg>>>,
+    /// Per document, the line its content starts on (only when tracking).
+    doc_lines: Vec<usize>,
 }
 
 impl Converter<'_> {
     fn next(&mut self) -> Result<(Event, Marker)> {
         self.parser.next_token().map_err(|e| KustomizeError::Yaml {
             origin: self.origin.to_string(),
-            message: format!(
-                "line {} column {}: {}",
-                e.marker().line(),
-                e.marker().col() + 1,
-                e.info()
-            ),
+            line: e.marker().line(),
+            col: Some(e.marker().col() + 1),
+            message: e.info().to_string(),
         })
     }
 
     fn err(&self, mark: &Marker, msg: impl std::fmt::Display) -> KustomizeError {
         KustomizeError::Yaml {
             origin: self.origin.to_string(),
-            message: format!("line {}: {msg}", mark.line()),
+            line: mark.line(),
+            col: Some(mark.col() + 1),
+            message: msg.to_string(),
         }
     }
 
@@ -284,6 +294,9 @@ impl Converter<'_> {
                     self.anchors.clear();
                     self.empties.push(Vec::new());
                     let (ev, mark) = self.next()?;
+                    if self.track {
+                        self.doc_lines.push(mark.line());
+                    }
                     if matches!(ev, Event::DocumentEnd) {
                         docs.push(Value::Null);
                         continue;
@@ -606,7 +619,7 @@ mod tests {
         let e = parse_stream("a: [1, 2\nb: c\n", "bad.yaml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("bad.yaml") && e.contains("line"), "{e}");
+        assert!(e.starts_with("bad.yaml:2:2: invalid YAML: "), "{e}");
     }
 
     #[test]

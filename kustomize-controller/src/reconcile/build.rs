@@ -1,0 +1,45 @@
+//! The build stage's work, shared by the pipeline and the build-time benchmark
+//! (`bench/src/bin/rflux-buildtime.rs`) so that the benchmark times the controller's own code.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rflux_common::api::kustomization::KustomizationSpec;
+use serde_json::Value;
+
+use super::spec::overrides_from_spec;
+
+/// Why [`build_objects`] gave no objects.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildObjectsError {
+    /// The blocking task did not complete (it panicked or the runtime is shutting down).
+    #[error("build task failed: {0}")]
+    Task(String),
+    /// The engine refused the tree.
+    #[error(transparent)]
+    Build(#[from] rflux_kustomize::KustomizeError),
+}
+
+/// Builds `spec.path` under `root` (the unpacked artifact) with Flux's overrides from `spec`,
+/// on a blocking thread, within the engine's budget bounded by `timeout`.
+pub async fn build_objects(
+    root: &Path,
+    spec: &KustomizationSpec,
+    timeout: Duration,
+) -> Result<Vec<Value>, BuildObjectsError> {
+    let path = spec.path.clone().unwrap_or_else(|| "./".into());
+    let overrides = overrides_from_spec(spec);
+    let root: PathBuf = root.to_path_buf();
+    // The build's own budget: `spec.timeout`, and the engine's caps on objects, bytes and
+    // depth (a hostile tree ends in a BuildFailed, not a stuck work slot).
+    let budget = rflux_kustomize::Budget {
+        timeout,
+        ..rflux_kustomize::Budget::default()
+    };
+    let built = tokio::task::spawn_blocking(move || {
+        rflux_kustomize::build_flux_with(&root, Path::new(&path), &overrides, &budget)
+    })
+    .await
+    .map_err(|e| BuildObjectsError::Task(e.to_string()))??;
+    Ok(built.into_iter().map(|r| r.obj).collect())
+}
