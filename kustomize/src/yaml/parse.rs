@@ -113,9 +113,14 @@ pub struct TrackedDoc {
     pub line: usize,
 }
 
-/// Like [`parse_stream`], also reporting where empty mapping values are.
-pub fn parse_stream_tracked(text: &str, origin: &str) -> Result<Vec<TrackedDoc>> {
-    let (docs, empties, lines) = parse_documents_inner(text, origin, Limits::default(), true)?;
+/// Like [`parse_stream_with`], also reporting where empty mapping values are (the whole text
+/// on this thread; `super::parse_stream_tracked` may split a large one).
+pub(crate) fn parse_stream_tracked_with(
+    text: &str,
+    origin: &str,
+    limits: Limits,
+) -> Result<Vec<TrackedDoc>> {
+    let (docs, empties, lines) = parse_documents_inner(text, origin, limits, true)?;
     Ok(docs
         .into_iter()
         .zip(empties)
