@@ -497,12 +497,16 @@ const PREFETCH_MIN_BYTES: u64 = 128 * 1024;
 /// left to the loop.
 fn prefetch_files(ldr: &Loader, entries: &[String]) -> Vec<Option<Result<Vec<Item>>>> {
     let threads = crate::par::threads();
-    // (entry index, file size) of the entries that are local files.
+    // (entry index, file size) of the entries that are local files, from one `stat` each: a
+    // directory is a base, and a missing file is reported by the loop with its own message.
     let mut files: Vec<(usize, u64)> = entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| !is_remote(e) && !ldr.is_dir(e))
-        .map(|(i, e)| (i, std::fs::metadata(ldr.join(e)).map_or(0, |m| m.len())))
+        .filter(|(_, e)| !is_remote(e))
+        .filter_map(|(i, e)| {
+            let meta = std::fs::metadata(ldr.join(e)).ok()?;
+            (!meta.is_dir()).then_some((i, meta.len()))
+        })
         .collect();
     let bytes: u64 = files.iter().map(|f| f.1).sum();
     let mut out: Vec<Option<Result<Vec<Item>>>> = std::iter::repeat_with(|| None)
@@ -513,13 +517,9 @@ fn prefetch_files(ldr: &Loader, entries: &[String]) -> Vec<Option<Result<Vec<Ite
     }
     // Largest first, so that a big file does not start last while the other threads idle.
     files.sort_by_key(|f| std::cmp::Reverse(f.1));
-    let parsed = crate::par::map_ordered(&files, threads, |&(i, _)| {
-        let entry = &entries[i];
-        // A missing file is reported by the loop, with its own message.
-        ldr.join(entry).exists().then(|| load_items(ldr, entry))
-    });
+    let parsed = crate::par::map_ordered(&files, threads, |&(i, _)| load_items(ldr, &entries[i]));
     for ((i, _), r) in files.into_iter().zip(parsed) {
-        out[i] = r;
+        out[i] = Some(r);
     }
     out
 }
