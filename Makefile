@@ -11,10 +11,12 @@ E2E := $(CARGO_TARGET_DIR)/debug/rflux-e2e
 
 all: build
 
-## deps: install what the tests need from Debian (sshd for the SSH git server, prometheus for the dashboards test)
+## deps: install what the tests need from Debian (sshd for the SSH git server, prometheus for the dashboards test,
+## gpg for the SOPS OpenPGP fixtures)
 deps:
 	@command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
 	@command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v gpg >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnupg >/dev/null; }
 
 ## build: every crate, debug
 build:
@@ -27,10 +29,12 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 scripts/check-structure.py
 
-## e2e-bins: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok and the git server from Go modules
+## e2e-bins: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, the git server,
+## and the sops and age CLIs (SOPS fixtures are encrypted at test time) from Go modules
 e2e-bins:
 	e2e/k8s/build.sh
 	e2e/gitserver/build.sh
+	e2e/sops/build.sh
 
 ## env-up / env-down: a local control plane and git server for interactive use
 env-up: deps e2e-bins
@@ -58,7 +62,7 @@ test: deps lint e2e-bins flux-cli
 
 ## unit: only the tests that need no cluster
 unit:
-	$(CARGO) test -p rflux-kustomize -p rflux-common -p source-controller -p kustomize-controller
+	$(CARGO) test -p rflux-kustomize -p rflux-sops -p rflux-common -p source-controller -p kustomize-controller
 
 ## run: the main job on the local embedded default
 run: env-up
@@ -99,7 +103,7 @@ flux-bins:
 ## on the control plane named "flux", which is stopped afterwards (docs/flux-compat.md)
 interop: deps e2e-bins flux-bins
 	$(CARGO) build -p source-controller -p kustomize-controller -p rflux-e2e --bin rflux-e2e
-	status=0; RFLUX_INTEROP=1 $(CARGO) test -p rflux-e2e --test flux_cli --test flux_interop -- --test-threads=4 || status=$$?; \
+	status=0; RFLUX_INTEROP=1 $(CARGO) test -p rflux-e2e --test flux_cli --test flux_interop --test flux_interop_sops -- --test-threads=4 || status=$$?; \
 	  $(E2E) down --name flux; exit $$status
 
 ## fuzz: libFuzzer on the stable toolchain (fuzz/, scripts/fuzz.sh): every target for FUZZ_SECONDS

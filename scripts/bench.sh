@@ -17,3 +17,4 @@ else
   echo "# build time inside the controller: skipped (no Go toolchain for the Flux harness)"
 fi
 scripts/bench-source.sh
+scripts/bench-sops.sh

@@ -72,9 +72,6 @@ impl KustomizeControllerFlags {
         if !self.default_kubeconfig_service_account.is_empty() {
             out.push("--default-kubeconfig-service-account");
         }
-        if !self.sops_age_secret.is_empty() {
-            out.push("--sops-age-secret");
-        }
         if !self.sops_vault_configmap.is_empty() {
             out.push("--sops-vault-configmap");
         }
@@ -121,10 +118,10 @@ mod tests {
         );
         assert!(f.override_manager.is_empty());
         assert!(f.inert_flags_in_use().is_empty());
-        let f = kc(&["--token-cache-max-size=5", "--sops-age-secret=sops-age"]).unwrap();
+        let f = kc(&["--token-cache-max-size=5", "--sops-vault-configmap=vault"]).unwrap();
         assert_eq!(
             f.inert_flags_in_use(),
-            vec!["--token-cache-max-size", "--sops-age-secret"]
+            vec!["--token-cache-max-size", "--sops-vault-configmap"]
         );
     }
 

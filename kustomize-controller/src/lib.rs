@@ -11,6 +11,7 @@
 
 pub mod cel;
 pub mod config_watch;
+pub mod decrypt;
 pub mod fetch;
 pub mod flags;
 pub mod identity;

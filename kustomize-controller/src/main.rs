@@ -17,6 +17,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{predicates, watcher};
 use kustomize_controller::config_watch::{ConfigKind, config_dependents};
+use kustomize_controller::decrypt::keys::keys_from_files;
+use kustomize_controller::decrypt::{decrypt_objects, decrypt_sources};
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::flags::KustomizeControllerFlags;
 use kustomize_controller::reconcile::triggers::Triggers;
@@ -60,6 +62,15 @@ enum Command {
         /// `LoadRestrictionsRootOnly` (kustomize's default) or `LoadRestrictionsNone`.
         #[arg(long, default_value = "LoadRestrictionsRootOnly")]
         load_restrictor: String,
+        /// Decrypt SOPS documents as the controller does with `spec.decryption`, with the keys
+        /// of this file: an age identity file (`age-keygen` output) or an armored OpenPGP
+        /// secret key (`*.asc`). Repeatable. The plaintext goes to stdout only.
+        #[arg(long = "decrypt-key", value_name = "FILE")]
+        decrypt_keys: Vec<PathBuf>,
+        /// With `--decrypt-key`: the root that files decrypted before the build must stay in
+        /// (the artifact root in the controller); default: the directory built.
+        #[arg(long)]
+        root: Option<PathBuf>,
     },
 }
 
@@ -70,7 +81,9 @@ fn main() -> ExitCode {
             Command::Build {
                 dir,
                 load_restrictor,
-            } => build_command(&dir, &load_restrictor),
+                decrypt_keys,
+                root,
+            } => build_command(&dir, &load_restrictor, &decrypt_keys, root.as_deref()),
         };
     }
     process::cap_malloc_arenas(CONTROLLER_NAME);
@@ -92,7 +105,12 @@ fn main() -> ExitCode {
 }
 
 /// `kustomize-controller build <dir>`: the engine as a command.
-fn build_command(dir: &Path, load_restrictor: &str) -> ExitCode {
+fn build_command(
+    dir: &Path,
+    load_restrictor: &str,
+    decrypt_keys: &[PathBuf],
+    root: Option<&Path>,
+) -> ExitCode {
     let restrictor = match load_restrictor {
         "LoadRestrictionsRootOnly" | "rootOnly" => LoadRestrictor::RootOnly,
         "LoadRestrictionsNone" | "none" => LoadRestrictor::None,
@@ -103,13 +121,41 @@ fn build_command(dir: &Path, load_restrictor: &str) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let opts = BuildOptions {
+    let mut opts = BuildOptions {
         load_restrictor: restrictor,
         ..BuildOptions::default()
     };
+    let keys = if decrypt_keys.is_empty() {
+        None
+    } else {
+        let keys = match keys_from_files(decrypt_keys) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let root = root.unwrap_or(dir);
+        let rel = dir.strip_prefix(root).unwrap_or(Path::new("."));
+        match decrypt_sources(root, &rel.to_string_lossy(), &keys) {
+            Ok(files) => opts.overlay = Some(Arc::new(files)),
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        Some(keys)
+    };
     match rflux_kustomize::build(dir, &opts) {
         Ok(resources) => {
-            let objects: Vec<serde_json::Value> = resources.into_iter().map(|r| r.obj).collect();
+            let mut objects: Vec<serde_json::Value> =
+                resources.into_iter().map(|r| r.obj).collect();
+            if let Some(keys) = &keys
+                && let Err(e) = decrypt_objects(&mut objects, keys)
+            {
+                eprintln!("Error: {e}");
+                return ExitCode::FAILURE;
+            }
             let text = rflux_kustomize::to_yaml_stream(&objects);
             let mut stdout = std::io::stdout().lock();
             let code = match stdout
@@ -207,6 +253,8 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 None
             };
             ctx.override_managers = flags.override_manager.clone();
+            ctx.sops_age_secret = (!flags.sops_age_secret.is_empty())
+                .then(|| (mgr.namespace.clone(), flags.sops_age_secret.clone()));
             ctx.custom_stage_kinds = parse_custom_stage_kinds(
                 &flags
                     .custom_apply_stage_kinds

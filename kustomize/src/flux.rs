@@ -3,6 +3,7 @@
 //! restrictions inside the artifact root only.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use rflux_core::secure_join;
 use serde_json::{Map, Value, json};
@@ -11,7 +12,7 @@ use crate::budget::Budget;
 use crate::build::build_loaded_with;
 use crate::error::{KustomizeError, Result};
 use crate::kustomization::{KUSTOMIZATION_FILE_NAMES, Kustomization, load_kustomization};
-use crate::loader::{BuildOptions, LoadRestrictor, Loader, is_remote};
+use crate::loader::{BuildOptions, FileOverlay, LoadRestrictor, Loader, is_remote};
 use crate::resource::Resource;
 use crate::transform::set_meta;
 use crate::yaml::parse_stream;
@@ -52,12 +53,24 @@ pub fn build_flux_with(
     overrides: &FluxOverrides,
     budget: &Budget,
 ) -> Result<Vec<Resource>> {
+    build_flux_overlaid(root, path, overrides, budget, None)
+}
+
+/// [`build_flux_with`], reading the files of `files` from memory (decrypted sources).
+pub fn build_flux_overlaid(
+    root: &Path,
+    path: &Path,
+    overrides: &FluxOverrides,
+    budget: &Budget,
+    files: Option<Arc<FileOverlay>>,
+) -> Result<Vec<Resource>> {
     let dir = secure_join(root, path);
     let opts = BuildOptions {
         load_restrictor: LoadRestrictor::None,
         root_fence: Some(root.to_path_buf()),
         max_file_bytes: None,
         budget: budget.clone(),
+        overlay: files,
     };
     let ldr = Loader::new(&dir, &opts)?;
     let has_file = KUSTOMIZATION_FILE_NAMES

@@ -1,6 +1,7 @@
 //! Reading files with kustomize's load restrictions, plus an optional hard fence and the
 //! build's budget.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +31,56 @@ pub struct BuildOptions {
     pub max_file_bytes: Option<u64>,
     /// Limits of the whole build (time, objects, bytes read, nesting).
     pub budget: Budget,
+    /// Files whose content the build reads from memory instead of the disk (Flux's SOPS
+    /// decryption of generator and patch files, which must not write plaintext to disk).
+    pub overlay: Option<Arc<FileOverlay>>,
+}
+
+/// Replacement contents for files of the tree, by their real path (symlinks resolved). A file
+/// is still resolved, fenced and restricted on disk as usual; only its bytes come from here.
+#[derive(Debug, Default)]
+pub struct FileOverlay {
+    files: HashMap<PathBuf, Vec<u8>>,
+}
+
+impl FileOverlay {
+    /// Replaces the content of the file at `real_path` (already canonical).
+    pub fn insert(&mut self, real_path: PathBuf, bytes: Vec<u8>) {
+        if let Some(mut old) = self.files.insert(real_path, bytes) {
+            wipe(&mut old);
+        }
+    }
+
+    /// The replacement content of a file, if any.
+    pub fn get(&self, real_path: &Path) -> Option<&[u8]> {
+        self.files.get(real_path).map(Vec::as_slice)
+    }
+
+    /// Whether no file is replaced.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// How many files are replaced.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+}
+
+impl Drop for FileOverlay {
+    /// The contents may be decrypted secrets: overwritten before the memory is freed.
+    fn drop(&mut self) {
+        for v in self.files.values_mut() {
+            wipe(v);
+        }
+    }
+}
+
+/// Overwrites `v` with zeros in a way the optimiser keeps (a black-boxed write), then empties it.
+fn wipe(v: &mut Vec<u8>) {
+    v.iter_mut().for_each(|b| *b = 0);
+    std::hint::black_box(&v);
+    v.clear();
 }
 
 /// Default cap on one file's size.
@@ -42,6 +93,7 @@ struct Shared {
     fence: Option<PathBuf>,
     max_file_bytes: u64,
     meter: Meter,
+    overlay: Option<Arc<FileOverlay>>,
 }
 
 /// A loader rooted at one kustomization directory.
@@ -124,6 +176,7 @@ impl Loader {
                 fence,
                 max_file_bytes: opts.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
                 meter: Meter::start(&opts.budget),
+                overlay: opts.overlay.clone(),
             }),
         };
         l.check_fence(dir, &l.root)?;
@@ -175,7 +228,10 @@ impl Loader {
     pub fn read(&self, rel: &str) -> Result<(PathBuf, Vec<u8>)> {
         self.meter().check_time()?;
         let real = self.resolve_file(rel)?;
-        let bytes = read_capped(&real, self.shared.max_file_bytes)?;
+        let bytes = match self.shared.overlay.as_deref().and_then(|o| o.get(&real)) {
+            Some(b) => b.to_vec(),
+            None => read_capped(&real, self.shared.max_file_bytes)?,
+        };
         self.meter()
             .add_bytes(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
         Ok((self.join(rel), bytes))

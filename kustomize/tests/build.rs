@@ -663,3 +663,46 @@ fn label_values_must_be_strings() {
     let msg = build_err(t.path()).to_string();
     assert!(msg.contains("commonLabels") && msg.contains("'a'"), "{msg}");
 }
+
+#[test]
+fn an_overlay_replaces_file_contents_in_memory_only() {
+    use rflux_kustomize::{FileOverlay, FluxOverrides, build_flux_overlaid};
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    std::fs::write(
+        root.join("kustomization.yaml"),
+        "secretGenerator:\n- name: s\n  envs: [s.env]\n  options: {disableNameSuffixHash: true}\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("s.env"), "A=on-disk\n").unwrap();
+    let mut files = FileOverlay::default();
+    files.insert(
+        root.join("s.env").canonicalize().unwrap(),
+        b"A=in-memory\n".to_vec(),
+    );
+    let budget = rflux_kustomize::Budget::default();
+    let built = build_flux_overlaid(
+        root,
+        std::path::Path::new("."),
+        &FluxOverrides::default(),
+        &budget,
+        Some(std::sync::Arc::new(files)),
+    )
+    .unwrap();
+    // base64 of "in-memory"
+    assert_eq!(built[0].obj["data"]["A"], "aW4tbWVtb3J5");
+    // the disk is untouched, and a build without the overlay reads it
+    assert_eq!(
+        std::fs::read_to_string(root.join("s.env")).unwrap(),
+        "A=on-disk\n"
+    );
+    let plain = build_flux_overlaid(
+        root,
+        std::path::Path::new("."),
+        &FluxOverrides::default(),
+        &budget,
+        None,
+    )
+    .unwrap();
+    assert_eq!(plain[0].obj["data"]["A"], "b24tZGlzaw==");
+}

@@ -2,10 +2,16 @@
 //! (`bench/src/bin/rflux-buildtime.rs`) so that the benchmark times the controller's own code.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rflux_common::api::kustomization::KustomizationSpec;
+use rflux_sops::Keys;
 use serde_json::Value;
+
+use crate::decrypt::objects::ObjectError;
+use crate::decrypt::sources::SourcesError;
+use crate::decrypt::{decrypt_objects, decrypt_sources};
 
 use super::spec::overrides_from_spec;
 
@@ -18,14 +24,23 @@ pub enum BuildObjectsError {
     /// The engine refused the tree.
     #[error(transparent)]
     Build(#[from] rflux_kustomize::KustomizeError),
+    /// A generator or patch file could not be decrypted.
+    #[error(transparent)]
+    Sources(#[from] SourcesError),
+    /// A built object could not be decrypted.
+    #[error(transparent)]
+    Objects(#[from] ObjectError),
 }
 
 /// Builds `spec.path` under `root` (the unpacked artifact) with Flux's overrides from `spec`,
-/// on a blocking thread, within the engine's budget bounded by `timeout`.
+/// on a blocking thread, within the engine's budget bounded by `timeout`. With `keys`
+/// (`spec.decryption`), SOPS-encrypted generator and patch files are decrypted into memory
+/// before the build and encrypted objects after it, on the same thread.
 pub async fn build_objects(
     root: &Path,
     spec: &KustomizationSpec,
     timeout: Duration,
+    keys: Option<Arc<Keys>>,
 ) -> Result<Vec<Value>, BuildObjectsError> {
     let path = spec.path.clone().unwrap_or_else(|| "./".into());
     let overrides = overrides_from_spec(spec);
@@ -36,10 +51,24 @@ pub async fn build_objects(
         timeout,
         ..rflux_kustomize::Budget::default()
     };
-    let built = tokio::task::spawn_blocking(move || {
-        rflux_kustomize::build_flux_with(&root, Path::new(&path), &overrides, &budget)
+    tokio::task::spawn_blocking(move || {
+        let overlay = match &keys {
+            Some(k) => Some(Arc::new(decrypt_sources(&root, &path, k)?)),
+            None => None,
+        };
+        let built = rflux_kustomize::build_flux_overlaid(
+            &root,
+            Path::new(&path),
+            &overrides,
+            &budget,
+            overlay,
+        )?;
+        let mut objects: Vec<Value> = built.into_iter().map(|r| r.obj).collect();
+        if let Some(k) = &keys {
+            decrypt_objects(&mut objects, k)?;
+        }
+        Ok(objects)
     })
     .await
-    .map_err(|e| BuildObjectsError::Task(e.to_string()))??;
-    Ok(built.into_iter().map(|r| r.obj).collect())
+    .map_err(|e| BuildObjectsError::Task(e.to_string()))?
 }

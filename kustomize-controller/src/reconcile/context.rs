@@ -64,6 +64,9 @@ pub struct Context {
     pub strict_substitutions: bool,
     /// `--override-manager`.
     pub override_managers: Vec<String>,
+    /// `--sops-age-secret`: (runtime namespace, Secret name), the age keys of Kustomizations
+    /// whose `spec.decryption` names no Secret.
+    pub sops_age_secret: Option<(String, String)>,
     /// `--custom-apply-stage-kinds`, parsed.
     pub custom_stage_kinds: Vec<(String, String)>,
     /// `AdditiveCELDependencyCheck` feature gate: a `dependsOn[].readyExpr` is checked in
@@ -122,6 +125,7 @@ impl Context {
             default_service_account: String::new(),
             strict_substitutions: false,
             override_managers: Vec::new(),
+            sops_age_secret: None,
             custom_stage_kinds: Vec::new(),
             additive_cel_dependency_check: false,
             refuse_conflicts: false,

@@ -4,6 +4,7 @@
 //! next; the conditions and status are derived from the outcome by [`super::status`].
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -33,6 +34,7 @@ use super::spec::{
 };
 use super::status::{Applied, CANCELED_PREFIX, manifests_digest, ready_at};
 use crate::cel::{HealthExprs, INVALID_CEL_EXPRESSION_REASON, TERMINAL_ERROR_MESSAGE};
+use crate::decrypt::{load_keys, refuse_encrypted};
 use crate::fetch::PinnedArtifact;
 use crate::identity::owner_of;
 use crate::inventory;
@@ -273,14 +275,21 @@ impl<'a> Pipeline<'a> {
             "Building manifests for revision {revision} with a timeout of {}",
             format_go_duration(timeout)
         ));
-        build_objects(root, &self.ks.spec, timeout)
+        let build_failed =
+            |message: String| StageError::generic(READY, BUILD_FAILED_REASON, message);
+        // spec.decryption: the keys, read before the build (Flux fails the build without them)
+        let keys = load_keys(&self.ctx.client, self.ks, self.ctx.sops_age_secret.as_ref())
+            .await
+            .map_err(|e| build_failed(e.to_string()))?
+            .map(Arc::new);
+        build_objects(root, &self.ks.spec, timeout, keys)
             .await
             .map_err(|e| {
                 let message = match e {
-                    BuildObjectsError::Task(_) => e.to_string(),
                     BuildObjectsError::Build(e) => relative_to_artifact(&e.to_string(), root),
+                    e => relative_to_artifact(&e.to_string(), root),
                 };
-                StageError::generic(READY, BUILD_FAILED_REASON, message)
+                build_failed(message)
             })
     }
 
@@ -326,6 +335,9 @@ impl<'a> Pipeline<'a> {
                     format!("invalid spec.ignore: {e}"),
                 )
             })?;
+        // Flux's guard: a Secret still SOPS-encrypted is never applied.
+        refuse_encrypted(&objects)
+            .map_err(|e| StageError::generic(READY, RECONCILIATION_FAILED_REASON, e))?;
         let opts = apply_options(self.ctx, self.ks, self.owner.clone(), timeout, ignore);
         let resolver = Resolver::new(client);
         let changes = apply_all_with(&resolver, objects, &opts)

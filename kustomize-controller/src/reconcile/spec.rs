@@ -74,7 +74,16 @@ pub fn unsupported_fields(spec: &KustomizationSpec) -> (Vec<&'static str>, Vec<&
     let warned = Vec::new();
     for f in spec.set_fields() {
         match f {
-            "decryption" => refused.push(f),
+            // Cloud KMS workload identity: refused, naming the provider (age and OpenPGP keys
+            // from the Secret are supported).
+            "decryption"
+                if spec
+                    .decryption
+                    .as_ref()
+                    .is_some_and(|d| d.service_account_name.is_some()) =>
+            {
+                refused.push("decryption.serviceAccountName (cloud KMS workload identity)")
+            }
             "kubeConfig"
                 if spec
                     .kube_config
@@ -270,11 +279,18 @@ mod tests {
     #[test]
     fn unsupported_fields_are_reported() {
         let mut v = base();
-        v["spec"]["decryption"] = json!({"provider": "sops"});
+        v["spec"]["decryption"] = json!({"provider": "sops", "serviceAccountName": "kms"});
         v["spec"]["healthCheckExprs"] = json!([{"apiVersion": "v1", "current": "true"}]);
         v["spec"]["dependsOn"] = json!([{"name": "dep", "readyExpr": "true"}]);
         let (refused, warned) = unsupported_fields(&ks(v).spec);
-        assert_eq!(refused, vec!["decryption"]);
+        assert_eq!(
+            refused,
+            vec!["decryption.serviceAccountName (cloud KMS workload identity)"]
+        );
+        // keys from a Secret are supported
+        let mut v = base();
+        v["spec"]["decryption"] = json!({"provider": "sops", "secretRef": {"name": "sops-age"}});
+        assert!(unsupported_fields(&ks(v).spec).0.is_empty());
         // CEL fields are implemented: not reported any more.
         assert!(warned.is_empty(), "{warned:?}");
         let mut v = base();
