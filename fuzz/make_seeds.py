@@ -136,7 +136,29 @@ def substitute_seeds():
         put("substitute", f"operators-{i}", text.encode() + bytes([7, 0, 0, 0]) * 8 + b"replicas\x0803name\x04web")
 
 
+def sops_seeds():
+    # The first byte picks the format (0 YAML, 1 JSON, 2 dotenv, 3 INI, 4 binary) and, divided
+    # by 5, the encryption rule. The ENC values are made up: they load but do not decrypt.
+    enc = "ENC[AES256_GCM,data:dGVzdA==,iv:" + "A" * 43 + "=,tag:" + "B" * 22 + "==,type:str]"
+    block = ("sops:\n    age:\n        - recipient: age1x\n          enc: x\n"
+             "    lastmodified: \"2026-12-01T00:00:00Z\"\n    mac: " + enc + "\n    version: 3.13.3\n")
+    put("sops", "yaml-secret", bytes([0]) + ("# a comment\napiVersion: v1\nkind: Secret # line\n"
+        "metadata:\n    name: db\nstringData:\n    password: " + enc + "\n    list:\n        - a\n"
+        "        # inside\n        - {k: v}\n    when: 2024-01-01\n    n: 0x1F\n    f: 1.5e3\n" + block).encode())
+    put("sops", "yaml-multidoc", bytes([5]) + b"a: &x [1, 2]\nb: *x\n---\nc: |\n    text\n    more\nd: 'q''s'\n---\n{e: [], f: {}}\n")
+    put("sops", "json", bytes([1]) + ('{"data": {"k": "' + enc + '", "n": 1e400, "i": -9223372036854775808, '
+        '"u": "\\u00e9<&>"}, "sops": {"age": [{"recipient": "age1x", "enc": "x"}], '
+        '"lastmodified": "2026-12-01T00:00:00Z", "mac": "' + enc + '"}}').encode())
+    put("sops", "dotenv", bytes([2]) + ("#comment\nA=" + enc + "\nB_unencrypted=plain\nsops_age__list_0__map_enc=x\n"
+        "sops_age__list_0__map_recipient=age1x\nsops_lastmodified=2026-12-01T00:00:00Z\nsops_mac=" + enc + "\n").encode())
+    put("sops", "ini", bytes([3]) + ("; top\n[db]\nuser = " + enc + "\n# note\npass = x\n\n[sops]\n"
+        "age__list_0__map_enc = x\nage__list_0__map_recipient = age1x\nlastmodified = 2026-12-01T00:00:00Z\nmac = " + enc + "\n").encode())
+    put("sops", "binary", bytes([4]) + ('{"data": "' + enc + '", "sops": {"age": [{"recipient": "age1x", "enc": "x"}], '
+        '"lastmodified": "2026-12-01T00:00:00Z", "mac": "' + enc + '"}}').encode())
+
+
 if __name__ == "__main__":
+    sops_seeds()
     yaml_seeds(); pktline_seeds(); protocol_seeds(); pack_seeds(); untar_seeds()
     random_seeds("kustomize_build", [256, 512, 1024, 2048, 4096, 8192])
     substitute_seeds()

@@ -7,7 +7,10 @@
 # e2e/flux/build.sh (without Flux's binaries only ours runs).
 #
 # Knobs: SOPS_BENCH_SECRETS, SOPS_BENCH_RUNS (rounds, default 7), SOPS_BENCH_MODES
-# (revision,noop), SOPS_BENCH_IMPLS (flux,ours,ours-notracker).
+# (revision,noop), SOPS_BENCH_IMPLS (flux,ours,ours-notracker), SOPS_BENCH_KC_ARGS (extra
+# arguments of every kustomize-controller, e.g. "--kube-api-qps=1000 --kube-api-burst=2000":
+# Flux's controllers turn their client-side rate limit off when the apiserver has API Priority
+# and Fairness enabled, and ignore these two flags then).
 # Results: $CARGO_TARGET_DIR/bench/sops.md (table), sops.jsonl (every sample, appended),
 # sops.logs/ (controller logs).
 set -euo pipefail
@@ -22,4 +25,5 @@ rm -rf "$out/sops.logs"
 "$target/debug/rflux-sops-bench" --ours-bin "$target/release" \
   --secrets "${SOPS_BENCH_SECRETS:-200}" --runs "${SOPS_BENCH_RUNS:-7}" \
   --modes "${SOPS_BENCH_MODES:-revision,noop}" --impls "${SOPS_BENCH_IMPLS:-flux,ours,ours-notracker}" \
+  --kc-args="${SOPS_BENCH_KC_ARGS:-}" \
   --out "$out/sops.jsonl" | tee "$out/sops.md"

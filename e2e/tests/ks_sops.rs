@@ -274,7 +274,22 @@ async fn sops_documents_of_every_format_are_decrypted_and_bad_ones_refused() {
     }
     let file_refs: Vec<(&str, String)> =
         files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
-    let mut env = Env::start("ks-sops", "", &file_refs).await;
+    // --sops-age-secret: a Secret in the controller's namespace ("default" here) for the
+    // Kustomizations whose decryption names no Secret; only its `*.agekey` entries count
+    let global_secret = rflux_e2e::unique_name("sops-global");
+    let mut env = Env::start_with_args(
+        "ks-sops",
+        vec![format!("--sops-age-secret={global_secret}")],
+        &file_refs,
+    )
+    .await;
+    let mut global = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": global_secret, "namespace": "default"},
+        "stringData": {"identity.agekey": age.identity, "ignored.asc": "not read"}});
+    env.ctl.label_object(&mut global);
+    support::procs::apply_value(&env.client, &global, "e2e")
+        .await
+        .unwrap();
     key_secret(&env, AGE_KEY_SECRET, json!({"keys.agekey": age.identity})).await;
     key_secret(&env, PGP_KEY_SECRET, json!({"key.asc": pgp.armored_secret})).await;
     key_secret(
@@ -303,6 +318,14 @@ async fn sops_documents_of_every_format_are_decrypted_and_bad_ones_refused() {
         )
         .await;
     }
+    // no secretRef: the controller-wide age Secret
+    env.create_ks(
+        "global",
+        "./age",
+        prefixed(json!({"decryption": {"provider": "sops"}}), "global"),
+        json!({}),
+    )
+    .await;
     // the unsupported key source uses the good tree
     env.create_ks(
         "unsupported",
@@ -329,10 +352,15 @@ async fn sops_documents_of_every_format_are_decrypted_and_bad_ones_refused() {
 
     // 1. every format, with each key
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.ns);
-    for name in ["age", "pgp"] {
+    for name in ["age", "pgp", "global"] {
         env.wait_ks(name, "Ready at the first revision", |k| ready_at(k, &rev))
             .await;
     }
+    assert_eq!(
+        secret_data(&secrets, "global-db").await["password"],
+        b"s3cr3t",
+        "--sops-age-secret"
+    );
     for p in ["age", "pgp"] {
         let get = |n: &str| format!("{p}-{n}");
         let generated = secret_data(&secrets, &get("gen")).await;
@@ -505,6 +533,14 @@ async fn sops_documents_of_every_format_are_decrypted_and_bad_ones_refused() {
         before,
         "the applied Secret changed"
     );
+    // no plaintext in the controllers' logs (every failure above was logged)
+    let logs = env.ctl.log_tails(100_000);
+    for plain in ["s3cr3t", "hunter2", "t0k3n", "p@ss=word", "inside-a-secret"] {
+        assert!(
+            !logs.contains(plain),
+            "the logs hold the plaintext '{plain}'"
+        );
+    }
 }
 
 /// The same document with one character of the first encrypted value's ciphertext changed.

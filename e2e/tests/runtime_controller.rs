@@ -263,3 +263,12 @@ async fn finalizers_are_added_and_removed_with_optimistic_locking() {
         .unwrap();
     assert!(cleared.metadata.finalizers.unwrap_or_default().is_empty());
 }
+
+/// Flux turns its client-side rate limit off when the API server runs API Priority and
+/// Fairness; so do we. The real kube-apiserver does (the default since Kubernetes 1.29).
+#[tokio::test]
+async fn the_real_api_server_does_flow_control_so_clients_are_not_throttled() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    assert!(rflux_common::runtime::client::flow_control_enabled(&client).await);
+}

@@ -14,12 +14,14 @@ pub mod controller;
 mod git;
 mod kbuild;
 mod kbuild_model;
+mod sops;
 mod substitute;
 mod untar;
 mod yaml;
 
 pub use git::{git_pack, git_pktline, git_protocol};
 pub use kbuild::{KBuildInput, kustomize_build, render_tree};
+pub use sops::sops;
 pub use substitute::substitute;
 pub use untar::untar;
 pub use yaml::yaml;
@@ -36,6 +38,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("git_pack", git_pack),
     ("untar", untar),
     ("substitute", substitute),
+    ("sops", sops),
 ];
 
 /// The target called `name`.

@@ -9,6 +9,7 @@
 //! - [`fetch`], [`substitute`], [`cel`], [`inventory`], [`source_watch`]: the stages' own
 //!   building blocks; [`identity`]: how this controller marks what it applies.
 
+pub mod argo;
 pub mod cel;
 pub mod config_watch;
 pub mod decrypt;

@@ -16,6 +16,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{predicates, watcher};
+use kustomize_controller::argo::ordered_stream;
 use kustomize_controller::config_watch::{ConfigKind, config_dependents};
 use kustomize_controller::decrypt::keys::keys_from_files;
 use kustomize_controller::decrypt::{decrypt_objects, decrypt_sources};
@@ -71,6 +72,10 @@ enum Command {
         /// (the artifact root in the controller); default: the directory built.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Print the objects in the order of an Argo CD sync (phases, waves, hooks), each
+        /// (phase, wave) step after a `# <Phase> wave <n>` comment line (docs/argo-compat.md).
+        #[arg(long)]
+        argo_order: bool,
     },
 }
 
@@ -83,7 +88,14 @@ fn main() -> ExitCode {
                 load_restrictor,
                 decrypt_keys,
                 root,
-            } => build_command(&dir, &load_restrictor, &decrypt_keys, root.as_deref()),
+                argo_order,
+            } => build_command(
+                &dir,
+                &load_restrictor,
+                &decrypt_keys,
+                root.as_deref(),
+                argo_order,
+            ),
         };
     }
     process::cap_malloc_arenas(CONTROLLER_NAME);
@@ -110,6 +122,7 @@ fn build_command(
     load_restrictor: &str,
     decrypt_keys: &[PathBuf],
     root: Option<&Path>,
+    argo_order: bool,
 ) -> ExitCode {
     let restrictor = match load_restrictor {
         "LoadRestrictionsRootOnly" | "rootOnly" => LoadRestrictor::RootOnly,
@@ -156,7 +169,22 @@ fn build_command(
                 eprintln!("Error: {e}");
                 return ExitCode::FAILURE;
             }
-            let text = rflux_kustomize::to_yaml_stream(&objects);
+            let text = if argo_order {
+                match ordered_stream(&objects, rflux_kustomize::to_yaml_stream) {
+                    Ok(ordered) => {
+                        for line in ordered.left_out.iter().chain(&ordered.notes) {
+                            eprintln!("note: {line}");
+                        }
+                        ordered.text
+                    }
+                    Err(e) => {
+                        eprintln!("Error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                rflux_kustomize::to_yaml_stream(&objects)
+            };
             let mut stdout = std::io::stdout().lock();
             let code = match stdout
                 .write_all(text.as_bytes())

@@ -1,6 +1,11 @@
 //! Kubernetes client: kubeconfig (`--kubeconfig`, `KUBECONFIG`, `~/.kube/config`) or in-cluster
 //! config, with client-side rate limiting (`--kube-api-qps`, `--kube-api-burst`, a token bucket
 //! like client-go's) and `rest_client_requests_total` accounting.
+//!
+//! As in Flux (`fluxcd/pkg/runtime/client`), the client-side limit is turned off when the API
+//! server runs API Priority and Fairness (it answers `/livez/ping` with the
+//! `X-Kubernetes-PF-FlowSchema-UID` header): the server then does the flow control, and the
+//! flags are ignored.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -112,6 +117,31 @@ pub fn fenced_client(config: Config, fence: &WriteFence) -> Result<Client, Clien
     Ok(builder.with_layer(&FenceLayer::new(fence.clone())).build())
 }
 
+/// The header an API server running API Priority and Fairness puts on its answers.
+pub const FLOW_SCHEMA_UID_HEADER: &str = "X-Kubernetes-PF-FlowSchema-UID";
+
+/// Whether the API server runs API Priority and Fairness (Flux's `flowcontrol.IsEnabled`): a
+/// `HEAD /livez/ping` answered with [`FLOW_SCHEMA_UID_HEADER`]. Any failure means no.
+pub async fn flow_control_enabled(client: &Client) -> bool {
+    let Ok(req) = Request::head("/livez/ping").body(Vec::new()) else {
+        return false;
+    };
+    let probe = tokio::time::timeout(Duration::from_secs(10), client.send(req.map(Into::into)));
+    match probe.await {
+        Ok(Ok(resp)) => resp.headers().contains_key(FLOW_SCHEMA_UID_HEADER),
+        _ => false,
+    }
+}
+
+/// The client-side limit to use: none when the server does flow control, as Flux decides.
+fn effective_limit(opts: &ClientOptions, flow_control: bool) -> (f32, u32) {
+    if flow_control {
+        (-1.0, 0)
+    } else {
+        (opts.qps, opts.burst)
+    }
+}
+
 /// Loads the configuration once, builds the controllers' client (writes behind `fence`) and
 /// the leader elector's own client (unfenced: its Lease writes open the fence; the same client
 /// when `fence` never closes), and probes the API server once (`/version`), so a
@@ -123,18 +153,26 @@ pub async fn build_clients(
 ) -> Result<(Client, Client), ClientError> {
     let config = load_config(opts.kubeconfig.as_ref()).await?;
     let url = config.cluster_url.to_string();
+    let probe = client_from_config(config.clone(), -1.0, 0, None, WriteFence::open())?;
+    let flow_control = flow_control_enabled(&probe).await;
+    let (qps, burst) = effective_limit(opts, flow_control);
+    if flow_control {
+        tracing::info!(
+            "the API server runs API Priority and Fairness: client-side throttling is off (--kube-api-qps and --kube-api-burst ignored, as in Flux)"
+        );
+    }
     let lease_client = (!fence.allows_writes())
         .then(|| {
             client_from_config(
                 config.clone(),
-                opts.qps,
-                opts.burst,
+                qps,
+                burst,
                 metrics.clone(),
                 WriteFence::open(),
             )
         })
         .transpose()?;
-    let client = client_from_config(config, opts.qps, opts.burst, metrics, fence)?;
+    let client = client_from_config(config, qps, burst, metrics, fence)?;
     let lease_client = lease_client.unwrap_or_else(|| client.clone());
     lease_client
         .apiserver_version()
@@ -305,5 +343,49 @@ where
             }
             res
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod flow_control_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A one-connection HTTP server answering every request with `headers`; the client to it.
+    async fn server(headers: &'static str) -> Client {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\n{headers}content-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            }
+        });
+        let config = Config::new(format!("http://{addr}").parse().unwrap());
+        client_from_config(config, -1.0, 0, None, WriteFence::open()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn throttling_follows_the_servers_flow_control() {
+        let apf = server("X-Kubernetes-PF-FlowSchema-UID: 1234\r\n").await;
+        assert!(flow_control_enabled(&apf).await);
+        let plain = server("").await;
+        assert!(!flow_control_enabled(&plain).await);
+        let opts = ClientOptions {
+            kubeconfig: None,
+            qps: 50.0,
+            burst: 300,
+        };
+        assert_eq!(effective_limit(&opts, true), (-1.0, 0));
+        assert_eq!(effective_limit(&opts, false), (50.0, 300));
+        // a server that is not there: no flow control, the flags hold
+        let gone = Config::new("http://127.0.0.1:9".parse().unwrap());
+        let gone = client_from_config(gone, -1.0, 0, None, WriteFence::open()).unwrap();
+        assert!(!flow_control_enabled(&gone).await);
     }
 }

@@ -44,15 +44,25 @@ impl Env {
     /// Starts the controllers (kustomize-controller with `--feature-gates=<gates>` when not
     /// empty), commits `files` and waits for the first artifact.
     pub async fn start(prefix: &str, gates: &str, files: &[(&str, String)]) -> Env {
+        let args = if gates.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!("--feature-gates={gates}")]
+        };
+        Env::start_with_args(prefix, args, files).await
+    }
+
+    /// [`Env::start`] with `args` given to kustomize-controller.
+    pub async fn start_with_args(prefix: &str, args: Vec<String>, files: &[(&str, String)]) -> Env {
         let cp = ControlPlane::shared().await.unwrap();
         let client = cp.client().await.unwrap();
         let crd_lock = lock_crds_and_install(&client).await;
         let git = GitServer::shared().await.unwrap();
         let ns = cp.create_namespace(prefix).await.unwrap();
-        let mut opts = ControllerOptions::default();
-        if !gates.is_empty() {
-            opts.kustomize_args.push(format!("--feature-gates={gates}"));
-        }
+        let opts = ControllerOptions {
+            kustomize_args: args,
+            ..ControllerOptions::default()
+        };
         let ctl = Controllers::start(cp, opts).await.unwrap();
         let repo = git.create_repo(prefix).unwrap();
         for (path, text) in files {

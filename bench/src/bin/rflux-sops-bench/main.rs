@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! rflux-sops-bench --ours-bin target/release [--flux-bin DIR] [--secrets 200] [--runs 7] \
-//!     [--modes revision,noop] [--impls flux,ours,ours-notracker] --out sops.jsonl
+//!     [--modes revision,noop] [--impls flux,ours,ours-notracker] [--kc-args "..."] \
+//!     --out sops.jsonl
 //! ```
 //!
 //! Setup: a fresh control plane (`--cp-name`, stopped at the end unless `--keep`), one git
@@ -27,9 +28,12 @@
 //!   handled with Ready=True and all N Secrets present: fetch + N decryptions + build + the
 //!   no-op apply (Flux dry-runs N objects; ours with its tracker sends no request for them).
 //!
-//! Per sample also the CPU time the kustomize-controller process used. Prints a markdown table
-//! (median and p90 per implementation and mode, ratio to `ours`) with the load average before
-//! and after; every sample is appended to `--out` as a JSON line.
+//! Per sample also the CPU time the kustomize-controller process used and the apiserver
+//! requests on Secrets (`apiserver_request_total`). Note: Flux's controllers turn their
+//! client-side rate limit off when the apiserver has API Priority and Fairness (as here); ours
+//! keep `--kube-api-qps=50 --kube-api-burst=300`, which `--kc-args` can raise. Prints a
+//! markdown table (median and p90 per implementation and mode, ratio to `ours`) with the load
+//! average before and after; every sample is appended to `--out` as a JSON line.
 #![allow(clippy::unwrap_used)]
 
 mod cluster;
@@ -49,7 +53,7 @@ use kube::api::{Api, Patch, PatchParams};
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::Kustomization;
 use rflux_e2e::flux::{FluxBinary, flux_extra_source_crds};
-use rflux_e2e::{ControlPlane, GitServer, repo_root};
+use rflux_e2e::{ControlPlane, GitServer, metrics, repo_root};
 use serde_json::json;
 
 use cluster::{create_namespace, ks_done, kubectl, wait_obj, wait_secrets};
@@ -106,6 +110,10 @@ pub struct Args {
     /// Per-measurement timeout, seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout_secs: u64,
+    /// Extra arguments of every kustomize-controller (space-separated), e.g.
+    /// `--kube-api-qps=500 --kube-api-burst=1000`.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub kc_args: String,
 }
 
 /// One measurement of `mode` on `side` (the repository is at `sha`, commonAnnotation `rev`).
@@ -117,8 +125,9 @@ async fn measure(
     rev: usize,
     n: usize,
     timeout: Duration,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<Measured> {
     let revision = format!("main@sha1:{sha}");
+    let requests0 = metrics::scrape_request_total(client).await?;
     let cpu0 = side.kc.cpu_secs();
     let (t0, t1) = match mode {
         "revision" => {
@@ -164,7 +173,26 @@ async fn measure(
     };
     let cpu = side.kc.cpu_secs() - cpu0;
     side.kc.check_alive()?;
-    Ok(((t1 - t0).as_secs_f64() * 1000.0, cpu * 1000.0))
+    let requests = metrics::diff(&requests0, &metrics::scrape_request_total(client).await?);
+    // Requests on Secrets, without the harness's own list.
+    let secret_requests = requests
+        .into_iter()
+        .filter(|(k, _)| k.contains(" secrets") && !k.starts_with("LIST "))
+        .collect();
+    Ok(Measured {
+        ms: (t1 - t0).as_secs_f64() * 1000.0,
+        kc_cpu_ms: cpu * 1000.0,
+        secret_requests,
+    })
+}
+
+/// What one measurement found.
+struct Measured {
+    ms: f64,
+    kc_cpu_ms: f64,
+    /// apiserver requests on Secrets during the measurement, by verb (`apiserver_request_total`;
+    /// only the measured implementation works meanwhile).
+    secret_requests: metrics::Counts,
 }
 
 /// Samples, notes, and the load average just before and just after the rounds.
@@ -262,21 +290,23 @@ async fn run(args: &Args, work: &Path) -> anyhow::Result<Outcome> {
             for j in 0..k {
                 let side = &mut sides[(j + round) % k];
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                let (ms, cpu) = measure(&client, side, mode, &sha, rev, args.secrets, timeout)
+                let m = measure(&client, side, mode, &sha, rev, args.secrets, timeout)
                     .await
                     .with_context(|| format!("{} {mode} round {round}", side.name))?;
                 log(format!(
-                    "round {round} {mode} {}: {ms:.0} ms (kc CPU {cpu:.0} ms)",
-                    side.name
+                    "round {round} {mode} {}: {:.0} ms (kc CPU {:.0} ms; Secret requests {:?})",
+                    side.name, m.ms, m.kc_cpu_ms, m.secret_requests
                 ));
-                let line = json!({"side": side.name, "mode": mode, "round": round, "ms": ms,
-                    "kc_cpu_ms": cpu, "secrets": args.secrets});
+                let line = json!({"side": side.name, "mode": mode, "round": round, "ms": m.ms,
+                    "kc_cpu_ms": m.kc_cpu_ms, "secret_requests": m.secret_requests,
+                    "secrets": args.secrets});
                 append_line(&args.out, &line.to_string())?;
                 samples.push(Sample {
                     side: side.name.clone(),
                     mode: mode.clone(),
-                    ms,
-                    kc_cpu_ms: cpu,
+                    ms: m.ms,
+                    kc_cpu_ms: m.kc_cpu_ms,
+                    requests: metrics::total(&m.secret_requests),
                 });
             }
         }

@@ -12,6 +12,8 @@ pub struct Sample {
     pub mode: String,
     pub ms: f64,
     pub kc_cpu_ms: f64,
+    /// apiserver requests on Secrets during the measurement.
+    pub requests: f64,
 }
 
 /// Nearest-rank percentile (`p` in 0..=1) of sorted values.
@@ -55,8 +57,8 @@ pub fn table(args: &Args, samples: &[Sample], load: (&str, &str), notes: &[Strin
          watches: it dry-runs every object, as Flux does).\n\n\
          Time from the request (noop) or the new artifact (revision) to Ready=True with all \
          Secrets applied; last column: median ÷ ours' median.\n\n\
-         | mode | implementation | runs | median ms | p90 ms | kc CPU ms (median) | median / ours |\n\
-         |---|---|---:|---:|---:|---:|---:|\n",
+         | mode | implementation | runs | median ms | p90 ms | kc CPU ms (median) | Secret requests (median) | median / ours |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|\n",
         args.secrets, args.runs, args.concurrent, load.0, load.1
     );
     for mode in &args.modes {
@@ -69,12 +71,19 @@ pub fn table(args: &Args, samples: &[Sample], load: (&str, &str), notes: &[Strin
             };
             let (med, p90) = stats(v, |s| s.ms);
             let (cpu, _) = stats(v, |s| s.kc_cpu_ms);
+            let (requests, _) = stats(v, |s| s.requests);
             let ratio = ours.map_or("—".into(), |o| format!("{:.2}×", med / o));
             out.push_str(&format!(
-                "| {mode} | {side} | {} | {med:.0} | {p90:.0} | {cpu:.0} | {ratio} |\n",
+                "| {mode} | {side} | {} | {med:.0} | {p90:.0} | {cpu:.0} | {requests:.0} | {ratio} |\n",
                 v.len()
             ));
         }
+    }
+    if !args.kc_args.is_empty() {
+        out.push_str(&format!(
+            "\nExtra arguments of every kustomize-controller: `{}`\n",
+            args.kc_args
+        ));
     }
     for n in notes {
         out.push_str(&format!("\nNOTE: {n}\n"));

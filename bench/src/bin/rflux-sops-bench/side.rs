@@ -136,6 +136,7 @@ pub async fn start_side(
     if name == "ours-notracker" {
         kc_args.push("--feature-gates=WatchAppliedObjects=false".into());
     }
+    kc_args.extend(args.kc_args.split_whitespace().map(str::to_string));
     let kubeconfig = cp.kubeconfig_path();
     let (mut sc, sh) = Proc::start(
         &format!("{name}-source-controller"),
