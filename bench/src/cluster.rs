@@ -1,10 +1,7 @@
 //! Cluster helpers: kubectl, server-side apply of a burst, reconcile requests, apiserver
 //! request counts and pushes to the benchmark repository.
 
-use std::path::Path;
-use std::process::Command;
-
-use anyhow::{Context, bail};
+use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -16,21 +13,7 @@ use crate::watch::{git_resource, ks_resource};
 
 pub const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 
-pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .context("running kubectl")?;
-    if !out.status.success() {
-        bail!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
+pub use crate::kubectl::kubectl;
 
 pub async fn apply_all(client: &Client, objs: Vec<Value>, parallel: usize) -> anyhow::Result<()> {
     let pp = PatchParams::apply("rflux-fleet").force();

@@ -16,6 +16,7 @@
 mod cli;
 mod cluster;
 mod fixtures;
+mod kubectl;
 mod phases;
 mod procs;
 mod report;

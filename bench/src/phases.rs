@@ -59,22 +59,7 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<RunResult> {
         log(format!("repository {url} at {sha1}"));
 
         let kubeconfig = cp.kubeconfig_path().to_path_buf();
-        for crd in &args.crds {
-            kubectl(
-                &kubeconfig,
-                &["apply", "--server-side", "-f", &crd.display().to_string()],
-            )?;
-        }
-        kubectl(
-            &kubeconfig,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd",
-                "--all",
-                "--timeout=60s",
-            ],
-        )?;
+        crate::kubectl::install_crds(&kubeconfig, &args.crds)?;
         for ns in [FLEET_NS, BIG_NS, "flux-system"] {
             kubectl(&kubeconfig, &["create", "namespace", ns])?;
         }

@@ -15,7 +15,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flux_common::{Env, Impl, gunzip, http_get, ready_status, wait_for};
+use flux_common::{
+    Env, Impl, gunzip, http_get, interop_enabled as enabled, ready_status, wait_for,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::api::Api;
 use rflux_common::api::kustomization::Kustomization;
@@ -23,16 +25,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
-
-fn enabled(test: &str) -> bool {
-    if std::env::var("RFLUX_INTEROP").is_ok_and(|v| v == "1") {
-        return true;
-    }
-    eprintln!(
-        "{test}: skipped; set RFLUX_INTEROP=1 (make interop) to run it against Flux's controllers"
-    );
-    false
-}
 
 /// Keys whose values are times or server-assigned identities: dropped before comparing.
 const VOLATILE: &[&str] = &[

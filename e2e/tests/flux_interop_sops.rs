@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use flux_common::{Env, Impl, TEST_LABEL, ready_status};
+use flux_common::{Env, Impl, TEST_LABEL, interop_enabled as enabled, ready_status};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use rflux_common::api::gitrepository::GitRepository;
@@ -39,16 +39,6 @@ use serde_json::json;
 const TIMEOUT: Duration = Duration::from_secs(240);
 const NAME: &str = "sops";
 const KEY_SECRET: &str = "sops-keys";
-
-fn enabled(test: &str) -> bool {
-    if std::env::var("RFLUX_INTEROP").is_ok_and(|v| v == "1") {
-        return true;
-    }
-    eprintln!(
-        "{test}: skipped; set RFLUX_INTEROP=1 (make interop) to run it against Flux's controllers"
-    );
-    false
-}
 
 /// A generator input: key in the Secret, file in the repository, sops type, plaintext.
 struct Input {

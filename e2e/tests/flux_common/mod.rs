@@ -439,3 +439,15 @@ pub fn gunzip(data: &[u8]) -> anyhow::Result<Vec<u8>> {
     }
     Ok(out.stdout)
 }
+
+/// Whether the tests against Flux's controllers run (`RFLUX_INTEROP=1`, `make interop`); says
+/// why not when they do not.
+pub fn interop_enabled(test: &str) -> bool {
+    if std::env::var("RFLUX_INTEROP").is_ok_and(|v| v == "1") {
+        return true;
+    }
+    eprintln!(
+        "{test}: skipped; set RFLUX_INTEROP=1 (make interop) to run it against Flux's controllers"
+    );
+    false
+}

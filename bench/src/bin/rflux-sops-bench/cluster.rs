@@ -1,7 +1,5 @@
 //! The cluster side: watches of the measured objects, namespaces, kubectl, the applied Secrets.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -74,22 +72,6 @@ pub fn ks_done(ks: &Kustomization, rev: &str, token: Option<&str>) -> bool {
         && st.last_applied_revision.as_deref() == Some(rev)
         && st.observed_generation == ks.meta().generation
         && token.is_none_or(|t| st.last_handled_reconcile_at.as_deref() == Some(t))
-}
-
-pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .context("running kubectl")?;
-    if !out.status.success() {
-        bail!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
 }
 
 pub async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {

@@ -37,6 +37,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod cluster;
+#[path = "../../kubectl.rs"]
+mod kubectl;
 mod procs;
 mod report;
 mod side;
@@ -56,7 +58,7 @@ use rflux_e2e::flux::{FluxBinary, flux_extra_source_crds};
 use rflux_e2e::{ControlPlane, GitServer, metrics, repo_root};
 use serde_json::json;
 
-use cluster::{create_namespace, ks_done, kubectl, wait_obj, wait_secrets};
+use cluster::{create_namespace, ks_done, wait_obj, wait_secrets};
 use procs::{loadavg, log};
 use report::{Sample, table};
 use side::{Side, kustomization_yaml, start_side, write_fixtures};
@@ -227,22 +229,7 @@ async fn run(args: &Args, work: &Path) -> anyhow::Result<Outcome> {
     if args.impls.iter().any(|i| i == "flux") {
         crds.extend(flux_extra_source_crds()?);
     }
-    for f in &crds {
-        kubectl(
-            &kubeconfig,
-            &["apply", "--server-side", "-f", &f.display().to_string()],
-        )?;
-    }
-    kubectl(
-        &kubeconfig,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-    )?;
+    kubectl::install_crds(&kubeconfig, &crds)?;
     create_namespace(&client, "flux-system").await?;
     let logs = std::path::absolute(args.out.with_extension("logs"))?;
     std::fs::create_dir_all(&logs)?;
