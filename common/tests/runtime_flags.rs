@@ -125,6 +125,7 @@ fn feature_gates() {
     let gates = parse_feature_gates("", KUSTOMIZE_FEATURE_GATES).unwrap();
     assert_eq!(gates.len(), KUSTOMIZE_FEATURE_GATES.len());
     assert!(gates.contains(&("StrictPostBuildSubstitutions".to_string(), true)));
+    assert!(gates.contains(&("ArgoSyncSemantics".to_string(), false)));
     let gates = parse_feature_gates(
         "StrictPostBuildSubstitutions=false,GroupChangeLog=true",
         KUSTOMIZE_FEATURE_GATES,
@@ -183,6 +184,7 @@ fn gates_that_would_be_ignored_are_refused() {
         "AdditiveCELDependencyCheck",
         "WatchAppliedObjects",
         "RefuseOwnershipConflicts",
+        "ArgoSyncSemantics",
     ] {
         for value in [true, false] {
             let gates =

@@ -74,11 +74,39 @@ fn load_plain(format: Format, doc: &[u8]) -> Option<Vec<Branch>> {
     }
 }
 
-/// Line comments become plain comments (what decryption does to an encrypted comment).
+/// Removes every comment of a branch.
+fn drop_comments(entries: &mut Vec<Entry>) {
+    fn value(v: &mut Value) {
+        match v {
+            Value::List(items) => {
+                items.retain(|i| !matches!(i, Value::Comment(_) | Value::LineComment(_)));
+                items.iter_mut().for_each(value);
+            }
+            Value::Map(entries) => drop_comments(entries),
+            _ => {}
+        }
+    }
+    entries.retain(|e| matches!(e, Entry::Pair(..)));
+    for e in entries.iter_mut() {
+        if let Entry::Pair(_, v) = e {
+            value(v);
+        }
+    }
+}
+
+/// Line comments become plain comments (what decryption does to an encrypted comment), and an
+/// empty comment in a list an empty string (sops does that; see `rflux_sops::walk`).
 fn plain_comments(v: &mut Value) {
     match v {
         Value::LineComment(c) => *v = Value::Comment(std::mem::take(c)),
-        Value::List(items) => items.iter_mut().for_each(plain_comments),
+        Value::List(items) => {
+            for i in items.iter_mut() {
+                if matches!(i, Value::Comment(c) | Value::LineComment(c) if c.is_empty()) {
+                    *i = Value::Str(String::new());
+                }
+            }
+            items.iter_mut().for_each(plain_comments)
+        }
         Value::Map(entries) => plain_comment_entries(entries),
         _ => {}
     }
@@ -141,6 +169,9 @@ pub fn sops(data: &[u8]) {
         let mut want = plain[..n.min(plain.len())].to_vec();
         for b in back.iter_mut().chain(want.iter_mut()) {
             integral_floats(b);
+            // where go-yaml re-attaches a comment on a second pass is its own business (sops
+            // inherits it); the values must survive
+            drop_comments(b);
         }
         assert_eq!(back, want, "{format:?} emit does not read back");
     }

@@ -241,6 +241,7 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
     let fail_fast = !gate_enabled(&gates, "DisableFailFastBehavior");
     let direct_source_fetch = gate_enabled(&gates, "DirectSourceFetch");
     let group_change_log = gate_enabled(&gates, "GroupChangeLog");
+    let argo_sync_semantics = gate_enabled(&gates, "ArgoSyncSemantics");
     let watch_configs = !gate_enabled(&gates, "DisableConfigWatchers");
     if direct_source_fetch {
         tracing::info!(
@@ -267,6 +268,7 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
             ctx.fail_fast = fail_fast;
             ctx.direct_source_fetch = direct_source_fetch;
             ctx.group_change_log = group_change_log;
+            ctx.argo_sync_semantics = argo_sync_semantics;
             let triggers = ctx.triggers.clone();
             // Objects changed by someone else reconcile their Kustomization at once.
             // --concurrent bounds the working stages; with the tracker, health waits run

@@ -549,3 +549,56 @@ mod tests {
         assert!(decrypt_branches(&mut b, &m, &KEY, MacCheck::Skip).is_err());
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod comment_kind_tests {
+    use super::*;
+    use crate::metadata::Metadata;
+    use crate::tree::{Entry, Value};
+
+    fn meta() -> Metadata {
+        let block = Value::Map(vec![
+            Entry::Pair(
+                "age".into(),
+                Value::List(vec![Value::Map(vec![
+                    Entry::Pair("recipient".into(), Value::Str("age1x".into())),
+                    Entry::Pair("enc".into(), Value::Str("x".into())),
+                ])]),
+            ),
+            Entry::Pair(
+                "lastmodified".into(),
+                Value::Str("2026-12-01T00:00:00Z".into()),
+            ),
+        ]);
+        Metadata::from_tree(&block).unwrap()
+    }
+
+    /// As sops 3.13.3 does (checked with the CLI: `l: [#, a]` written as YAML encrypts to
+    /// `- ""` and decrypts to `- ""`): an empty comment in a list becomes an empty string,
+    /// while a comment with text stays a comment. The `sops` fuzz target relies on this.
+    #[test]
+    fn an_empty_comment_in_a_list_becomes_an_empty_string_as_in_sops() {
+        let key = [3u8; 32];
+        let plain = vec![vec![Entry::Pair(
+            "l".into(),
+            Value::List(vec![
+                Value::Comment(String::new()),
+                Value::Str("a".into()),
+                Value::Comment(" x".into()),
+            ]),
+        )]];
+        let mut b = plain.clone();
+        encrypt_branches(&mut b, &meta(), &key).unwrap();
+        decrypt_branches(&mut b, &meta(), &key, MacCheck::Skip).unwrap();
+        let want = vec![vec![Entry::Pair(
+            "l".into(),
+            Value::List(vec![
+                Value::Str(String::new()),
+                Value::Str("a".into()),
+                Value::Comment(" x".into()),
+            ]),
+        )]];
+        assert_eq!(b, want);
+    }
+}

@@ -223,6 +223,9 @@ pub const KUSTOMIZE_FEATURE_GATES: &[(&str, bool)] = &[
     // Argo CD, another controller's apply); `RefuseOwnershipConflicts=false` takes them over
     // like Flux.
     ("RefuseOwnershipConflicts", true),
+    // Ours, not Flux's (issue 17): Argo CD sync waves in the Kustomizations annotated
+    // `rflux.dev/argo-semantics: enabled`; without the gate that annotation is inert.
+    ("ArgoSyncSemantics", false),
 ];
 
 /// Values of kustomize-controller's gates that are refused at start-up: Flux documents a

@@ -84,6 +84,9 @@ pub struct Context {
     pub group_change_log: bool,
     /// Refuse objects another owner holds (`RefuseOwnershipConflicts` feature gate, ours).
     pub refuse_conflicts: bool,
+    /// `ArgoSyncSemantics` feature gate (ours, issue 17): Kustomizations annotated
+    /// `rflux.dev/argo-semantics: enabled` apply in Argo CD sync waves (`reconcile/waves.rs`).
+    pub argo_sync_semantics: bool,
     /// The applied-object tracker (local cluster only); `None` disables it.
     pub tracker: Option<Arc<Tracker>>,
     /// The GitRepository cache of the source watch, once it runs (a miss reads the API).
@@ -129,6 +132,7 @@ impl Context {
             custom_stage_kinds: Vec::new(),
             additive_cel_dependency_check: false,
             refuse_conflicts: false,
+            argo_sync_semantics: false,
             cancel_health_on_new_revision: false,
             triggers: Arc::default(),
             fail_fast: true,

@@ -14,6 +14,8 @@
 //! | `triggers.rs` | new-revision triggers that cancel health checks |
 //! | `prune_guard.rs` | the opt-in mass-deletion guard (`prune-limit`, `prune-confirm`) |
 //! | `ownership.rs` | ownership conflicts: the claim check and the `OwnershipConflict` condition |
+//! | `waves.rs` | Argo CD sync waves: the opt-in and the plan (issue 17) |
+//! | `waves_exec.rs` | Argo CD sync waves: the wave-by-wave apply and prune |
 
 pub mod build;
 mod client;
@@ -28,6 +30,8 @@ pub mod status;
 #[cfg(test)]
 mod test_fixtures;
 pub mod triggers;
+pub mod waves;
+mod waves_exec;
 
 use std::sync::Arc;
 use std::time::Instant;

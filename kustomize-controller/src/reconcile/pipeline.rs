@@ -33,6 +33,7 @@ use super::spec::{
     health_check_refs, unsupported_fields, wait_targets,
 };
 use super::status::{Applied, CANCELED_PREFIX, manifests_digest, ready_at};
+use super::waves;
 use crate::cel::{HealthExprs, INVALID_CEL_EXPRESSION_REASON, TERMINAL_ERROR_MESSAGE};
 use crate::decrypt::{load_keys, refuse_encrypted};
 use crate::fetch::PinnedArtifact;
@@ -49,11 +50,11 @@ use crate::substitute::post_build;
 const ORIGIN_REVISION_KEY: &str = "org.opencontainers.image.revision";
 
 /// The spec, checked before anything is fetched.
-struct Checked {
+pub(super) struct Checked {
     /// `spec.timeout` (or the interval).
-    timeout: Duration,
+    pub(super) timeout: Duration,
     /// `spec.healthCheckExprs`, compiled.
-    health_exprs: HealthExprs,
+    pub(super) health_exprs: HealthExprs,
 }
 
 /// What the apply stage leaves for the next ones.
@@ -73,9 +74,9 @@ pub(super) struct Pipeline<'a> {
     /// The conditions being built.
     pub conds: Vec<Condition>,
     /// The owner of what this Kustomization applies.
-    owner: Owner,
+    pub(super) owner: Owner,
     /// The `--concurrent` work slot.
-    slot: Option<OwnedSemaphorePermit>,
+    pub(super) slot: Option<OwnedSemaphorePermit>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -119,11 +120,16 @@ impl<'a> Pipeline<'a> {
             &revision,
         )
         .map_err(at)?;
+        // Argo CD sync waves (issue 17): `None` unless the gate and the annotation opt in.
+        let waves = waves::prepare(self.ctx.argo_sync_semantics, self.ks, &objects).map_err(at)?;
         let applied = self
-            .apply(objects, &revision, checked.timeout)
+            .apply(objects, &revision, &checked, waves.as_ref())
             .await
             .map_err(at)?;
-        let (inventory, pruned) = self.prune(&applied, &revision).await.map_err(at)?;
+        let (inventory, pruned) = self
+            .prune(&applied, &revision, waves.as_ref(), checked.timeout)
+            .await
+            .map_err(at)?;
         if let Some(e) = conflict_error(&applied.changes, &self.owner) {
             return Err(at(e));
         }
@@ -141,7 +147,7 @@ impl<'a> Pipeline<'a> {
         })
     }
 
-    fn progress(&mut self, message: String) {
+    pub(super) fn progress(&mut self, message: String) {
         let generation = self.ks.meta().generation;
         cond::mark_reconciling(
             &mut self.conds,
@@ -308,13 +314,15 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Stage: server-side apply, in Flux's stages, as the tenant's service account (on the
-    /// remote cluster of `spec.kubeConfig` when set).
+    /// remote cluster of `spec.kubeConfig` when set); with `waves`, Argo's sync waves.
     async fn apply(
         &mut self,
         objects: Vec<Value>,
         revision: &str,
-        timeout: Duration,
+        checked: &Checked,
+        waves: Option<&waves::Waves>,
     ) -> Result<ApplyResult, StageError> {
+        let timeout = checked.timeout;
         self.progress(format!(
             "Detecting drift for revision {revision} with a timeout of {}",
             format_go_duration(timeout)
@@ -340,6 +348,12 @@ impl<'a> Pipeline<'a> {
             .map_err(|e| StageError::generic(READY, RECONCILIATION_FAILED_REASON, e))?;
         let opts = apply_options(self.ctx, self.ks, self.owner.clone(), timeout, ignore);
         let resolver = Resolver::new(client);
+        if let Some(waves) = waves {
+            let changes = self
+                .apply_waves(&resolver, objects, &opts, revision, checked, waves)
+                .await?;
+            return Ok(ApplyResult { resolver, changes });
+        }
         let changes = apply_all_with(&resolver, objects, &opts)
             .await
             .map_err(|e| StageError::generic(READY, RECONCILIATION_FAILED_REASON, e.to_string()))?;
@@ -355,6 +369,8 @@ impl<'a> Pipeline<'a> {
         &mut self,
         applied: &ApplyResult,
         revision: &str,
+        waves: Option<&waves::Waves>,
+        timeout: Duration,
     ) -> Result<(ResourceInventory, bool), StageError> {
         let mut new_inventory = inventory::build(applied.changes.objects());
         let owner = &self.owner;
@@ -368,7 +384,20 @@ impl<'a> Pipeline<'a> {
             && let Some(old) = self.status.inventory.as_ref()
         {
             let stale = inventory::diff(old, &new_inventory).map_err(|e| failed(e.to_string()))?;
-            if !stale.is_empty() {
+            if let Some(waves) = waves.filter(|_| !stale.is_empty()) {
+                let result = self
+                    .prune_waves(
+                        &applied.resolver,
+                        &mut new_inventory,
+                        &stale,
+                        revision,
+                        waves,
+                        timeout,
+                    )
+                    .await;
+                self.status.inventory = Some(new_inventory.clone());
+                pruned = result?;
+            } else if !stale.is_empty() {
                 match delete_all(&applied.resolver, &stale, owner).await {
                     Ok(deleted) => {
                         pruned = deleted.has_changes();
@@ -454,7 +483,7 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Flux's Progressing event listing what an apply or prune changed.
-    async fn changes_event(&self, changes: &ChangeSet, revision: &str) {
+    pub(super) async fn changes_event(&self, changes: &ChangeSet, revision: &str) {
         if changes.has_changes() {
             event(
                 self.ctx,
