@@ -140,6 +140,17 @@ fn integral_floats(entries: &mut [Entry]) {
     }
 }
 
+/// Whether the text holds a block scalar with an explicit indentation indicator (`|4-`).
+/// go-yaml v3 writes one for a string that starts with a line break or a space, and inside a
+/// map that is a list item it counts the indentation from the list, so the text does not
+/// read back (PyYAML refuses it too). sops prints that text, and so do we, byte for byte
+/// (checked with the sops 3.13.3 CLI on the fuzzer's first finding); read-back is not a
+/// property sops has there.
+fn explicit_block_indent(text: &[u8]) -> bool {
+    text.windows(2)
+        .any(|w| matches!(w[0], b'|' | b'>') && w[1].is_ascii_digit())
+}
+
 pub fn sops(data: &[u8]) {
     let Some((&selector, doc)) = data.split_first() else {
         return;
@@ -153,6 +164,7 @@ pub fn sops(data: &[u8]) {
     };
     if matches!(format, Format::Yaml | Format::Json)
         && let Ok(text) = stores::emit(format, &plain)
+        && !explicit_block_indent(&text)
     {
         let mut back = load_plain(format, &text).unwrap_or_else(|| {
             panic!(
