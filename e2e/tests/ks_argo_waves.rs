@@ -5,7 +5,8 @@
 //!   Available (the kwok node makes its pods Ready); a commit removing them prunes them in
 //!   reverse wave order (wave 1 first);
 //! - a second Kustomization without the annotation, with the same kind of objects, applies
-//!   them all at once: the Argo annotations stay inert.
+//!   them all at once: the Argo annotations stay inert;
+//! - a PreSync hook added later runs and stays out of the inventory.
 //!
 //! Times are observed by listing the Deployments every 100 ms.
 //!
@@ -281,7 +282,8 @@ async fn waves_apply_in_order_and_prune_in_reverse() {
         );
     }
 
-    // A hook is refused (hooks are not implemented yet), and not applied.
+    // A PreSync hook runs (ks_argo_hooks.rs tests hooks in depth) and stays out of the
+    // inventory.
     env.repo
         .write(
             "waves/kustomization.yaml",
@@ -289,20 +291,21 @@ async fn waves_apply_in_order_and_prune_in_reverse() {
         )
         .unwrap();
     env.repo.write("waves/hook.yaml", HOOK_JOB).unwrap();
-    env.push("add a hook").await;
-    let needle = format!("Job/{}/migrate is a hook", env.ns);
+    let rev3 = env.push("add a hook").await;
+    let r = rev3.clone();
     let k = env
-        .wait_ks("argo", "refused hook", move |k| {
-            ks_env::failed_with(k, "ReconciliationFailed", &[&needle, "not supported yet"])
-        })
+        .wait_ks("argo", "Ready with a hook", move |k| ready_at(k, &r))
         .await;
-    let stalled = ks_condition(&k, "Stalled").map(|c| c.status.clone());
-    println!("hook: {} (Stalled {stalled:?})", ready_message(&k));
-    assert_eq!(stalled.as_deref(), Some("True"));
+    println!("hook: {}", ready_message(&k));
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(env.client.clone(), &env.ns);
     assert!(
-        jobs.get_opt("migrate").await.unwrap().is_none(),
-        "the hook was applied"
+        jobs.get_opt("migrate").await.unwrap().is_some(),
+        "the hook did not run"
+    );
+    let inventory = k.status.unwrap().inventory.unwrap().entries;
+    assert!(
+        inventory.iter().all(|e| !e.id.ends_with("_Job")),
+        "the hook is in the inventory: {inventory:?}"
     );
     println!("total {:.1} s", t_start.elapsed().as_secs_f64());
 }

@@ -21,6 +21,7 @@ pub mod build;
 mod client;
 mod context;
 mod finalize;
+mod hooks;
 pub mod ownership;
 mod pipeline;
 pub mod prune_guard;

@@ -121,7 +121,14 @@ impl<'a> Pipeline<'a> {
         )
         .map_err(at)?;
         // Argo CD sync waves (issue 17): `None` unless the gate and the annotation opt in.
-        let waves = waves::prepare(self.ctx.argo_sync_semantics, self.ks, &objects).map_err(at)?;
+        let waves = waves::prepare(
+            self.ctx.argo_sync_semantics,
+            self.ks,
+            &objects,
+            &revision,
+            &digest,
+        )
+        .map_err(at)?;
         let applied = self
             .apply(objects, &revision, &checked, waves.as_ref())
             .await

@@ -13,8 +13,12 @@
 //! one wave at a time; each wave is deleted and waited for (gone) before the next one, and the
 //! first failure stops the prune.
 //!
-//! Not yet: hooks (an object with a hook annotation is refused), `CreateNamespace` (refused),
-//! prunes interleaved with the applies of their wave (Argo runs them in the same step).
+//! Hooks (§2): PreSync, Sync, PostSync and SyncFail hooks run (`hooks.rs`) when the revision
+//! or the manifests changed since the last successful sync; a no-op reconcile runs none.
+//!
+//! Not yet: hooks with no sync phase (PreDelete/PostDelete: refused), `CreateNamespace`
+//! (refused), prunes interleaved with the applies of their wave (Argo runs them in the same
+//! step).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,7 +28,8 @@ use rflux_common::runtime::conditions::{READY, RECONCILIATION_FAILED_REASON};
 use rflux_common::runtime::{StageError, format_go_duration, parse_go_duration};
 use serde_json::Value;
 
-use crate::argo::{self, LeftOutReason, Phase, PlanOptions, Source};
+use crate::argo::hook::commit_of_revision;
+use crate::argo::{self, DeletePolicy, HookNaming, LeftOutReason, Phase, PlanOptions, Source};
 
 /// The Kustomization annotation that sets the delay between two waves (a Go duration such as
 /// `500ms`; Argo's `ARGOCD_SYNC_WAVE_DELAY`, default 2 s).
@@ -34,23 +39,81 @@ pub const DEFAULT_WAVE_DELAY: Duration = Duration::from_secs(2);
 /// The longest delay accepted.
 const MAX_WAVE_DELAY: Duration = Duration::from_secs(600);
 
+/// One hook to run in one phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookRun {
+    /// Its position in the built objects.
+    pub position: usize,
+    /// The phase it runs in.
+    pub phase: Phase,
+    /// The name it is created with (`metadata.name`, or the generated one, §2.3).
+    pub name: String,
+    /// `Kind/namespace/name`, with that name.
+    pub label: String,
+    /// Its delete policies (never empty).
+    pub policies: Vec<DeletePolicy>,
+}
+
+/// One (phase, wave) step of an opted-in sync.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaveStep {
+    /// The phase (PreSync, Sync or PostSync).
+    pub phase: Phase,
+    /// The wave.
+    pub wave: i64,
+    /// Positions of the ordinary objects applied in this step (Sync phase only).
+    pub apply: Vec<usize>,
+    /// The hooks of this step.
+    pub hooks: Vec<HookRun>,
+}
+
 /// The waves of an opted-in Kustomization.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waves {
-    /// `(wave, positions in the built objects)`, in plan order; none is empty.
-    pub apply: Vec<(i64, Vec<usize>)>,
+    /// The steps, in plan order; none is empty. Without hooks to run, only Sync steps.
+    pub steps: Vec<WaveStep>,
+    /// The SyncFail hooks, run all at once when the sync fails (empty when hooks do not run).
+    pub sync_fail: Vec<HookRun>,
+    /// Hooks run in this reconcile: the revision or the manifests changed since the last
+    /// successful sync (a no-op reconcile or a drift repair runs none, like Argo's self-heal).
+    pub run_hooks: bool,
     /// The delay between two waves.
     pub delay: Duration,
     /// Kustomization-level `PruneLast=true`.
     pub prune_last: bool,
 }
 
-/// Reads the opt-in (`gate`: the feature gate) and plans the waves of `objects`. `Ok(None)`: Flux semantics. Stalls on an
-/// invalid opt-in, a refused sync option, a hook, or an option not implemented yet.
+impl Waves {
+    /// `(wave, positions)` of the steps that apply ordinary objects, in order.
+    pub fn apply_waves(&self) -> Vec<(i64, Vec<usize>)> {
+        self.steps
+            .iter()
+            .filter(|s| !s.apply.is_empty())
+            .map(|s| (s.wave, s.apply.clone()))
+            .collect()
+    }
+}
+
+/// Whether `revision` with manifests `digest` is what the last successful reconcile applied.
+pub fn synced_before(ks: &Kustomization, revision: &str, digest: &str) -> bool {
+    ks.status.as_ref().is_some_and(|s| {
+        s.last_applied_revision.as_deref() == Some(revision)
+            && s.history
+                .as_ref()
+                .and_then(|h| h.first())
+                .is_some_and(|h| h.digest == digest)
+    })
+}
+
+/// Reads the opt-in (`gate`: the feature gate) and plans the waves of `objects`, built from
+/// `revision` with manifests `digest`. `Ok(None)`: Flux semantics. Stalls on an invalid
+/// opt-in, a refused sync option, a hook with no sync phase, or an option not implemented yet.
 pub fn prepare(
     gate: bool,
     ks: &Kustomization,
     objects: &[Value],
+    revision: &str,
+    digest: &str,
 ) -> Result<Option<Waves>, StageError> {
     let annotations = ks.metadata.annotations.as_ref();
     let refused = |message: String| {
@@ -70,17 +133,24 @@ pub fn prepare(
         ));
     }
     let delay = wave_delay(annotations).map_err(refused)?;
+    let started_at_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
     let options = PlanOptions {
         destination_namespace: ks.spec.target_namespace.clone(),
         prune_last: settings.prune_last,
+        hook_naming: Some(HookNaming {
+            revision: commit_of_revision(revision).to_string(),
+            started_at_unix,
+        }),
         ..PlanOptions::default()
     };
     let plan = argo::plan_with(objects, &[], &options).map_err(|e| refused(e.to_string()))?;
-    if let Some(hook) = first_hook(&plan) {
+    if let Some(hook) = phaseless_hook(&plan) {
         return Err(refused(format!(
-            "{hook} is a hook ({} or {}); hooks are not supported yet, so it is not applied",
-            argo::keys::HOOK,
-            argo::keys::HELM_HOOK
+            "{hook} is a hook with no sync phase (PreDelete, PostDelete or a Helm type Argo \
+             never runs); these are not supported yet, so it is not applied"
         )));
     }
     for note in &plan.notes {
@@ -89,39 +159,61 @@ pub fn prepare(
     for left in &plan.left_out {
         tracing::info!(object = %left.object, reason = ?left.reason, "not applied");
     }
-    let mut apply = Vec::new();
-    for step in plan.steps.iter().filter(|s| s.phase == Phase::Sync) {
-        let positions: Vec<usize> = step
-            .apply
-            .iter()
-            .filter_map(|t| match t.source {
-                Source::Desired(i) => Some(i),
-                _ => None,
-            })
-            .collect();
-        if !positions.is_empty() {
-            apply.push((step.wave, positions));
+    let run_hooks = !synced_before(ks, revision, digest);
+    let mut steps = Vec::new();
+    let mut sync_fail = Vec::new();
+    for step in &plan.steps {
+        let mut apply = Vec::new();
+        let mut hooks = Vec::new();
+        for t in &step.apply {
+            let Source::Desired(i) = t.source else {
+                continue;
+            };
+            match &t.hook {
+                None if step.phase == Phase::Sync => apply.push(i),
+                None => {}
+                Some(h) if run_hooks => {
+                    let run = HookRun {
+                        position: i,
+                        phase: t.phase,
+                        name: t.name.clone(),
+                        label: t.to_string(),
+                        policies: h.delete_policies.clone(),
+                    };
+                    if t.phase == Phase::SyncFail {
+                        sync_fail.push(run);
+                    } else {
+                        hooks.push(run);
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        if !apply.is_empty() || !hooks.is_empty() {
+            steps.push(WaveStep {
+                phase: step.phase,
+                wave: step.wave,
+                apply,
+                hooks,
+            });
         }
     }
     Ok(Some(Waves {
-        apply,
+        steps,
+        sync_fail,
+        run_hooks,
         delay,
         prune_last: settings.prune_last,
     }))
 }
 
-/// The first hook of a plan (a task with a hook, or a hook with no sync phase), as
-/// `Kind/namespace/name`.
-fn first_hook(plan: &argo::Plan) -> Option<String> {
-    plan.tasks()
-        .find(|t| t.hook.is_some())
-        .map(ToString::to_string)
-        .or_else(|| {
-            plan.left_out
-                .iter()
-                .find(|l| l.reason == LeftOutReason::NoSyncPhase)
-                .map(|l| l.object.clone())
-        })
+/// The first hook with no sync phase (only PreDelete/PostDelete, or a Helm type Argo never
+/// runs), as `Kind/namespace/name`.
+fn phaseless_hook(plan: &argo::Plan) -> Option<String> {
+    plan.left_out
+        .iter()
+        .find(|l| l.reason == LeftOutReason::NoSyncPhase)
+        .map(|l| l.object.clone())
 }
 
 /// [`WAVE_DELAY_ANNOTATION`], or Argo's default.
@@ -178,48 +270,135 @@ mod tests {
         assert!(wave_delay(Some(&a)).unwrap_err().contains("at most"));
     }
 
+    const REV: &str = "main@sha1:1a2b3c4d5e6f";
+
+    fn prep(gate: bool, ks: &Kustomization, objs: &[Value]) -> Result<Option<Waves>, StageError> {
+        prepare(gate, ks, objs, REV, "sha256:d")
+    }
+
+    fn job(name: &str, hook: &str, extra: Value) -> Value {
+        let mut annotations = json!({"argocd.argoproj.io/hook": hook});
+        if let (Some(a), Some(e)) = (annotations.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": name, "namespace": "app", "annotations": annotations}})
+    }
+
     #[test]
-    fn hooks_are_named_in_the_refusal() {
-        let objs = vec![
-            cm("a", "0"),
-            json!({"apiVersion": "batch/v1", "kind": "Job",
-                   "metadata": {"name": "migrate", "namespace": "app",
-                                "annotations": {"argocd.argoproj.io/hook": "PreSync"}}}),
-        ];
-        let plan = argo::plan(&objs).unwrap();
-        assert_eq!(first_hook(&plan).as_deref(), Some("Job/app/migrate"));
+    fn phaseless_hooks_are_named_in_the_refusal() {
         let only_delete = vec![json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "bye", "annotations": {"argocd.argoproj.io/hook": "PostDelete"}}})];
         let plan = argo::plan(&only_delete).unwrap();
-        assert_eq!(first_hook(&plan).as_deref(), Some("Pod/bye"));
-        assert_eq!(first_hook(&argo::plan(&[cm("a", "1")]).unwrap()), None);
+        assert_eq!(phaseless_hook(&plan).as_deref(), Some("Pod/bye"));
+        let plan = argo::plan(&[cm("a", "1"), job("m", "PreSync", json!({}))]).unwrap();
+        assert_eq!(phaseless_hook(&plan), None);
+        let on = ks(json!({"rflux.dev/argo-semantics": "enabled"}));
+        let e = prep(true, &on, &only_delete).unwrap_err();
+        assert!(
+            e.message.contains("Pod/bye is a hook with no sync phase"),
+            "{}",
+            e.message
+        );
+        assert!(e.severity.stalls());
     }
 
     #[test]
     fn waves_in_plan_order() {
         let objs = vec![cm("c", "1"), cm("a", "-1"), cm("b", "0"), cm("d", "1")];
-        let plan = argo::plan_with(&objs, &[], &PlanOptions::default()).unwrap();
-        let waves: Vec<(i64, Vec<usize>)> = plan
+        let on = ks(json!({"rflux.dev/argo-semantics": "enabled",
+                           "rflux.dev/argo-sync-wave-delay": "100ms"}));
+        let w = prep(true, &on, &objs).unwrap().unwrap();
+        assert_eq!(
+            w.apply_waves(),
+            vec![(-1, vec![1]), (0, vec![2]), (1, vec![0, 3])]
+        );
+        assert!(
+            w.steps
+                .iter()
+                .all(|s| s.phase == Phase::Sync && s.hooks.is_empty())
+        );
+        assert_eq!(w.delay, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn hooks_in_their_phases_and_waves() {
+        let objs = vec![
+            cm("a", "0"),
+            job("pre", "PreSync", json!({})),
+            job("mid", "Sync", json!({"argocd.argoproj.io/sync-wave": "1"})),
+            job(
+                "post",
+                "PostSync",
+                json!({"argocd.argoproj.io/hook-delete-policy": "HookSucceeded"}),
+            ),
+            job("fail", "SyncFail", json!({})),
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"generateName": "gen-", "namespace": "app",
+                                "annotations": {"argocd.argoproj.io/hook": "PreSync"}}}),
+        ];
+        let on = ks(json!({"rflux.dev/argo-semantics": "enabled"}));
+        let w = prep(true, &on, &objs).unwrap().unwrap();
+        assert!(w.run_hooks);
+        let shape: Vec<(Phase, i64, Vec<usize>, Vec<String>)> = w
             .steps
             .iter()
             .map(|s| {
-                let p = s
-                    .apply
-                    .iter()
-                    .filter_map(|t| match t.source {
-                        Source::Desired(i) => Some(i),
-                        _ => None,
-                    })
-                    .collect();
-                (s.wave, p)
+                let hooks = s.hooks.iter().map(|h| h.label.clone()).collect();
+                (s.phase, s.wave, s.apply.clone(), hooks)
             })
             .collect();
-        assert_eq!(waves, vec![(-1, vec![1]), (0, vec![2]), (1, vec![0, 3])]);
-        let on = ks(json!({"rflux.dev/argo-semantics": "enabled",
-                           "rflux.dev/argo-sync-wave-delay": "100ms"}));
-        let w = prepare(true, &on, &objs).unwrap().unwrap();
-        assert_eq!(w.apply, waves);
-        assert_eq!(w.delay, Duration::from_millis(100));
+        let gen_name = shape[0].3[0].clone();
+        assert!(
+            gen_name.starts_with("Job/app/gen-1a2b3c4-presync-"),
+            "{gen_name}"
+        );
+        assert_eq!(
+            shape,
+            vec![
+                (
+                    Phase::PreSync,
+                    0,
+                    vec![],
+                    vec![gen_name.clone(), "Job/app/pre".into()]
+                ),
+                (Phase::Sync, 0, vec![0], vec![]),
+                (Phase::Sync, 1, vec![], vec!["Job/app/mid".into()]),
+                (Phase::PostSync, 0, vec![], vec!["Job/app/post".into()]),
+            ]
+        );
+        assert_eq!(
+            w.steps[3].hooks[0].policies,
+            vec![DeletePolicy::HookSucceeded]
+        );
+        assert_eq!(
+            w.steps[0].hooks[1].policies,
+            vec![DeletePolicy::BeforeHookCreation]
+        );
+        assert_eq!(w.sync_fail.len(), 1);
+        assert_eq!(w.sync_fail[0].name, "fail");
+
+        // The same revision and manifests as the last successful sync: no hook runs.
+        let mut synced = on.clone();
+        synced.status = Some(
+            serde_json::from_value(json!({
+                "lastAppliedRevision": REV,
+                "history": [{"digest": "sha256:d", "firstReconciled": "2026-01-01T00:00:00Z",
+                             "lastReconciled": "2026-01-01T00:00:00Z",
+                             "lastReconciledDuration": "1s",
+                             "lastReconciledStatus": "ReconciliationSucceeded",
+                             "totalReconciliations": 1}]
+            }))
+            .unwrap(),
+        );
+        assert!(synced_before(&synced, REV, "sha256:d"));
+        assert!(!synced_before(&synced, REV, "sha256:e"));
+        assert!(!synced_before(&synced, "main@sha1:other", "sha256:d"));
+        let quiet = prep(true, &synced, &objs).unwrap().unwrap();
+        assert!(!quiet.run_hooks);
+        assert!(quiet.sync_fail.is_empty());
+        assert_eq!(quiet.steps.len(), 1);
+        assert_eq!(quiet.apply_waves(), vec![(0, vec![0])]);
     }
 
     #[test]
@@ -227,36 +406,24 @@ mod tests {
         let objs = vec![cm("a", "1"), cm("b", "0")];
         let on = ks(json!({"rflux.dev/argo-semantics": "enabled"}));
         // Gate off: nothing is read, not even an invalid value.
-        assert_eq!(prepare(false, &on, &objs).unwrap(), None);
+        assert_eq!(prep(false, &on, &objs).unwrap(), None);
         let bad = ks(json!({"rflux.dev/argo-semantics": "yes"}));
-        assert_eq!(prepare(false, &bad, &objs).unwrap(), None);
-        assert!(
-            prepare(true, &bad, &objs)
-                .unwrap_err()
-                .message
-                .contains("yes")
-        );
-        assert_eq!(prepare(true, &ks(json!({})), &objs).unwrap(), None);
+        assert_eq!(prep(false, &bad, &objs).unwrap(), None);
+        assert!(prep(true, &bad, &objs).unwrap_err().message.contains("yes"));
+        assert_eq!(prep(true, &ks(json!({})), &objs).unwrap(), None);
         let disabled = ks(json!({"rflux.dev/argo-semantics": "disabled"}));
-        assert_eq!(prepare(true, &disabled, &objs).unwrap(), None);
+        assert_eq!(prep(true, &disabled, &objs).unwrap(), None);
         assert_eq!(
-            prepare(true, &on, &objs).unwrap().unwrap().delay,
+            prep(true, &on, &objs).unwrap().unwrap().delay,
             DEFAULT_WAVE_DELAY
         );
     }
 
     #[test]
-    fn hooks_and_create_namespace_stall() {
-        let on = ks(json!({"rflux.dev/argo-semantics": "enabled"}));
-        let hook = json!({"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "migrate", "annotations": {"helm.sh/hook": "pre-install"}}});
-        let e = prepare(true, &on, &[cm("a", "0"), hook]).unwrap_err();
-        assert!(e.message.contains("Job/migrate is a hook"), "{}", e.message);
-        assert!(e.message.contains("not supported yet"), "{}", e.message);
-        assert!(e.severity.stalls());
+    fn create_namespace_stalls() {
         let cn = ks(json!({"rflux.dev/argo-semantics": "enabled",
                            "rflux.dev/argo-sync-options": "CreateNamespace=true"}));
-        let e = prepare(true, &cn, &[cm("a", "0")]).unwrap_err();
+        let e = prep(true, &cn, &[cm("a", "0")]).unwrap_err();
         assert!(e.message.contains("CreateNamespace"), "{}", e.message);
     }
 }

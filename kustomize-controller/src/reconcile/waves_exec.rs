@@ -1,4 +1,4 @@
-//! Running Argo CD sync waves (issue 17): the apply and prune stages' wave-by-wave paths, for
+//! Running Argo CD sync waves and hooks (issue 17): the apply and prune stages' wave-by-wave paths, for
 //! the Kustomizations [`super::waves::prepare`] planned. Kept apart from the planning so that
 //! the pipeline uses the plan and these methods extend the pipeline without an import circle.
 
@@ -11,12 +11,13 @@ use rflux_common::runtime::conditions::{READY, RECONCILIATION_FAILED_REASON};
 use serde_json::Value;
 
 use super::context::{HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, patch_status};
+use super::hooks::{Ledger, hook_error, hook_failure, hook_word, labels};
 use super::pipeline::{Checked, Pipeline};
 use super::spec::{WithoutFailFast, wait_targets};
 use super::waves::Waves;
 use crate::argo::{self, PlanOptions, Source, Step};
 use crate::inventory;
-use crate::ssa::wait::{wait_for_applied, wait_for_termination};
+use crate::ssa::wait::{WaitError, wait_for_applied, wait_for_termination};
 use crate::ssa::{
     Action, ApplyOptions, ChangeSet, ObjectRef, Resolver, StatusReader, apply_all_with, delete_all,
 };
@@ -32,7 +33,7 @@ fn keep_applied(pipe: &mut Pipeline<'_>, changes: &ChangeSet) {
 impl Pipeline<'_> {
     /// Records the Reconciling progress in the status at once, so it is visible while a wave
     /// is waited for.
-    async fn show_progress(&mut self, message: String) {
+    pub(super) async fn show_progress(&mut self, message: String) {
         self.progress(message);
         self.status.conditions = Some(self.conds.clone());
         if let Err(e) = patch_status(self.api, &self.ks.name_any(), &self.status).await {
@@ -41,7 +42,8 @@ impl Pipeline<'_> {
         self.status.conditions = None;
     }
 
-    /// Stage apply, Argo style: wave by wave (see the module doc).
+    /// Stage apply, Argo style: step by step (see the module doc); the hooks of a step are
+    /// created after its objects and waited for with them (`hooks.rs`).
     pub(super) async fn apply_waves(
         &mut self,
         resolver: &Resolver,
@@ -52,36 +54,97 @@ impl Pipeline<'_> {
         waves: &Waves,
     ) -> Result<ChangeSet, StageError> {
         let started = Instant::now();
-        let n = waves.apply.len();
+        let left = || checked.timeout.saturating_sub(started.elapsed());
+        let n = waves.steps.len();
+        let applies = waves.steps.iter().filter(|s| !s.apply.is_empty()).count();
         let mut objects: Vec<Option<Value>> = objects.into_iter().map(Some).collect();
         let mut changes = ChangeSet::default();
-        for (k, (wave, positions)) in waves.apply.iter().enumerate() {
-            let i = k + 1;
-            self.show_progress(format!(
-                "Applying wave {i} of {n} (wave {wave}) for revision {revision}"
-            ))
-            .await;
-            let batch: Vec<Value> = positions
-                .iter()
-                .filter_map(|&p| objects.get_mut(p).and_then(Option::take))
-                .collect();
-            let applied = match apply_all_with(resolver, batch, opts).await {
-                Ok(c) => c,
-                Err(e) => {
-                    changes.extend(e.partial.clone());
-                    keep_applied(self, &changes);
-                    return Err(StageError::generic(
-                        READY,
-                        RECONCILIATION_FAILED_REASON,
-                        format!("wave {wave} ({i} of {n}): {e}; later waves were not applied"),
-                    ));
+        let mut ledger = Ledger::default();
+        let mut i = 0;
+        for (k, step) in waves.steps.iter().enumerate() {
+            let wave = step.wave;
+            let mut targets = Vec::new();
+            let mut wrote = false;
+            if !step.apply.is_empty() {
+                i += 1;
+                self.show_progress(format!(
+                    "Applying wave {i} of {applies} (wave {wave}) for revision {revision}"
+                ))
+                .await;
+                let batch: Vec<Value> = step
+                    .apply
+                    .iter()
+                    .filter_map(|&p| objects.get_mut(p).and_then(Option::take))
+                    .collect();
+                let applied = match apply_all_with(resolver, batch, opts).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        changes.extend(e.partial.clone());
+                        keep_applied(self, &changes);
+                        let error = StageError::generic(
+                            READY,
+                            RECONCILIATION_FAILED_REASON,
+                            format!(
+                                "wave {wave} ({i} of {applies}): {e}; later waves were not applied"
+                            ),
+                        );
+                        return Err(self
+                            .sync_failed(
+                                resolver,
+                                &objects,
+                                opts,
+                                revision,
+                                checked,
+                                waves,
+                                &ledger,
+                                left(),
+                                error,
+                            )
+                            .await);
+                    }
+                };
+                self.changes_event(&applied, revision).await;
+                targets = wait_targets(&applied, &self.owner);
+                wrote = applied.has_changes();
+                changes.extend(applied);
+            }
+            let mut hook_refs = Vec::new();
+            if !step.hooks.is_empty() {
+                let (phase, word, names) =
+                    (step.phase, hook_word(&step.hooks), labels(&step.hooks));
+                self.show_progress(format!(
+                    "Running {phase} {word} {names} for revision {revision}"
+                ))
+                .await;
+                match self
+                    .create_hooks(resolver, &objects, &step.hooks, opts, left(), &mut ledger)
+                    .await
+                {
+                    Ok(refs) => hook_refs = refs,
+                    Err(e) => {
+                        keep_applied(self, &changes);
+                        let error = hook_error(format!(
+                            "{phase} {word} {names} could not be created: {e}; the sync \
+                             stopped, later waves and phases were not applied"
+                        ));
+                        return Err(self
+                            .sync_failed(
+                                resolver,
+                                &objects,
+                                opts,
+                                revision,
+                                checked,
+                                waves,
+                                &ledger,
+                                left(),
+                                error,
+                            )
+                            .await);
+                    }
                 }
-            };
-            self.changes_event(&applied, revision).await;
-            let targets = wait_targets(&applied, &self.owner);
-            let wrote = applied.has_changes();
-            changes.extend(applied);
-            if i == n {
+            }
+            // Argo does not wait for the last step unless it holds hooks.
+            if k + 1 == n && hook_refs.is_empty() {
                 break;
             }
             // The delay lets other controllers update the status of what was just written;
@@ -89,37 +152,64 @@ impl Pipeline<'_> {
             if wrote {
                 tokio::time::sleep(waves.delay).await;
             }
-            let left = checked.timeout.saturating_sub(started.elapsed());
-            if let Err(e) = self.wait_wave(resolver, &targets, left, checked).await {
+            let with_hooks = !hook_refs.is_empty();
+            targets.extend(hook_refs.iter().cloned());
+            if let Err(e) = self
+                .wait_wave(resolver, &targets, left(), checked, with_hooks)
+                .await
+            {
                 keep_applied(self, &changes);
-                return Err(StageError::generic(
-                    READY,
-                    HEALTH_CHECK_FAILED_REASON,
-                    format!(
-                        "wave {wave} ({i} of {n}) is not healthy: {e}; later waves were not applied"
+                let error = match hook_failure(&e, &hook_refs, step.phase) {
+                    Some(m) => hook_error(format!(
+                        "{m}; the sync stopped, later waves and phases were not applied"
+                    )),
+                    None => StageError::generic(
+                        READY,
+                        HEALTH_CHECK_FAILED_REASON,
+                        format!(
+                            "{} wave {wave} is not healthy: {e}; later waves were not applied",
+                            step.phase
+                        ),
                     ),
-                ));
+                };
+                return Err(self
+                    .sync_failed(
+                        resolver,
+                        &objects,
+                        opts,
+                        revision,
+                        checked,
+                        waves,
+                        &ledger,
+                        left(),
+                        error,
+                    )
+                    .await);
             }
         }
+        self.hooks_succeeded(resolver, &ledger, left().max(Duration::from_secs(10)))
+            .await;
         Ok(changes)
     }
 
     /// Waits until `targets` are healthy (kstatus, or `spec.healthCheckExprs`), holding no
-    /// work slot meanwhile.
-    async fn wait_wave(
+    /// work slot meanwhile. With `fail_fast` (hooks among them), a Failed object ends the
+    /// wait whatever `--fail-fast` says.
+    pub(super) async fn wait_wave(
         &mut self,
         resolver: &Resolver,
         targets: &[ObjectRef],
         timeout: Duration,
         checked: &Checked,
-    ) -> Result<(), String> {
+        fail_fast: bool,
+    ) -> Result<(), WaitError> {
         if targets.is_empty() {
             return Ok(());
         }
         let exprs: Option<&dyn StatusReader> =
             (!checked.health_exprs.is_empty()).then_some(&checked.health_exprs);
         let no_fail_fast = WithoutFailFast { inner: exprs };
-        let reader = if self.ctx.fail_fast {
+        let reader = if self.ctx.fail_fast || fail_fast {
             exprs
         } else {
             Some(&no_fail_fast as &dyn StatusReader)
@@ -129,7 +219,7 @@ impl Pipeline<'_> {
         if had_slot {
             self.slot = self.ctx.work_slots.clone().acquire_owned().await.ok();
         }
-        waited.map_err(|e| e.to_string())
+        waited
     }
 
     /// Stage prune, Argo style: the stale objects in the plan's prune order, wave by wave.
