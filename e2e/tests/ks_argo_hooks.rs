@@ -25,33 +25,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use ks_env::{Env, ready_at, ready_message};
+use ks_env::{Env, argo_deployment, argo_kustomization, ready_at, ready_message};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::procs::ks_condition;
-
-fn deployment(name: &str) -> String {
-    format!(
-        "apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}
-  annotations:
-    argocd.argoproj.io/sync-wave: \"0\"
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {{app: {name}}}
-  template:
-    metadata:
-      labels: {{app: {name}}}
-    spec:
-      containers:
-      - name: app
-        image: nginx:1.27
-"
-    )
-}
 
 /// A hook Job; `fail`: its Pod is never scheduled and the Job fails after 1 s.
 fn job(name: &str, hook: &str, policy: Option<&str>, fail: bool) -> String {
@@ -83,15 +60,6 @@ metadata:
         image: busybox:1.36
 "
     )
-}
-
-fn kustomization(resources: &[&str]) -> String {
-    let mut s = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
-        .to_string();
-    for r in resources {
-        s.push_str(&format!("- {r}\n"));
-    }
-    s
 }
 
 /// What the poller saw, as times since the start.
@@ -173,9 +141,9 @@ async fn hooks_run_in_their_phases_and_only_on_change() {
     let files = [
         (
             "ok/kustomization.yaml",
-            kustomization(&["app.yaml", "pre.yaml", "post.yaml"]),
+            argo_kustomization(&["app.yaml", "pre.yaml", "post.yaml"]),
         ),
-        ("ok/app.yaml", deployment("app")),
+        ("ok/app.yaml", argo_deployment("app", "0")),
         ("ok/pre.yaml", job("pre", "PreSync", None, false)),
         (
             "ok/post.yaml",
@@ -183,9 +151,9 @@ async fn hooks_run_in_their_phases_and_only_on_change() {
         ),
         (
             "bad/kustomization.yaml",
-            kustomization(&["app.yaml", "pre.yaml", "syncfail.yaml"]),
+            argo_kustomization(&["app.yaml", "pre.yaml", "syncfail.yaml"]),
         ),
-        ("bad/app.yaml", deployment("bad-app")),
+        ("bad/app.yaml", argo_deployment("bad-app", "0")),
         ("bad/pre.yaml", job("bad-pre", "PreSync", None, true)),
         (
             "bad/syncfail.yaml",
@@ -346,7 +314,7 @@ async fn hooks_run_in_their_phases_and_only_on_change() {
     env.repo
         .write(
             "ok/kustomization.yaml",
-            &kustomization(&["app.yaml", "pre.yaml", "post.yaml", "cm.yaml"]),
+            &argo_kustomization(&["app.yaml", "pre.yaml", "post.yaml", "cm.yaml"]),
         )
         .unwrap();
     let rev2 = env.push("a new revision").await;

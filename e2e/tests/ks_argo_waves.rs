@@ -21,33 +21,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use ks_env::{Env, ready_at, ready_message};
+use ks_env::{Env, argo_deployment, argo_kustomization, ready_at, ready_message};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use support::procs::ks_condition;
-
-fn deployment(name: &str, wave: &str) -> String {
-    format!(
-        "apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}
-  annotations:
-    argocd.argoproj.io/sync-wave: \"{wave}\"
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {{app: {name}}}
-  template:
-    metadata:
-      labels: {{app: {name}}}
-    spec:
-      containers:
-      - name: app
-        image: nginx:1.27
-"
-    )
-}
 
 const HOOK_JOB: &str = "apiVersion: batch/v1
 kind: Job
@@ -63,15 +40,6 @@ spec:
       - name: migrate
         image: busybox:1.36
 ";
-
-fn kustomization(resources: &[&str]) -> String {
-    let mut s = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
-        .to_string();
-    for r in resources {
-        s.push_str(&format!("- {r}\n"));
-    }
-    s
-}
 
 /// When each Deployment was first seen, first seen Available, and first seen gone (absent or
 /// deleting) after having been seen; plus the Reconciling messages of Kustomization `argo`.
@@ -157,19 +125,19 @@ async fn waves_apply_in_order_and_prune_in_reverse() {
     let files = [
         (
             "waves/kustomization.yaml",
-            kustomization(&["early.yaml", "mid.yaml", "late.yaml"]),
+            argo_kustomization(&["early.yaml", "mid.yaml", "late.yaml"]),
         ),
         // Written in an order that is not the wave order.
-        ("waves/late.yaml", deployment("late", "1")),
-        ("waves/mid.yaml", deployment("mid", "0")),
-        ("waves/early.yaml", deployment("early", "-1")),
+        ("waves/late.yaml", argo_deployment("late", "1")),
+        ("waves/mid.yaml", argo_deployment("mid", "0")),
+        ("waves/early.yaml", argo_deployment("early", "-1")),
         (
             "plain/kustomization.yaml",
-            kustomization(&["early.yaml", "mid.yaml", "late.yaml"]),
+            argo_kustomization(&["early.yaml", "mid.yaml", "late.yaml"]),
         ),
-        ("plain/late.yaml", deployment("p-late", "1")),
-        ("plain/mid.yaml", deployment("p-mid", "0")),
-        ("plain/early.yaml", deployment("p-early", "-1")),
+        ("plain/late.yaml", argo_deployment("p-late", "1")),
+        ("plain/mid.yaml", argo_deployment("p-mid", "0")),
+        ("plain/early.yaml", argo_deployment("p-early", "-1")),
     ];
     let t_start = Instant::now();
     let mut env = Env::start("argowaves", "ArgoSyncSemantics=true", &files).await;
@@ -237,7 +205,10 @@ async fn waves_apply_in_order_and_prune_in_reverse() {
     env.repo.remove("waves/mid.yaml").unwrap();
     env.repo.remove("waves/late.yaml").unwrap();
     env.repo
-        .write("waves/kustomization.yaml", &kustomization(&["keep.yaml"]))
+        .write(
+            "waves/kustomization.yaml",
+            &argo_kustomization(&["keep.yaml"]),
+        )
         .unwrap();
     env.repo
         .write("waves/keep.yaml", &ks_env::cm("keep", &[("a", "b")]))
@@ -287,7 +258,7 @@ async fn waves_apply_in_order_and_prune_in_reverse() {
     env.repo
         .write(
             "waves/kustomization.yaml",
-            &kustomization(&["keep.yaml", "hook.yaml"]),
+            &argo_kustomization(&["keep.yaml", "hook.yaml"]),
         )
         .unwrap();
     env.repo.write("waves/hook.yaml", HOOK_JOB).unwrap();

@@ -218,3 +218,37 @@ pub fn ready_message(k: &Kustomization) -> String {
         .map(|c| format!("{} {}: {}", c.status, c.reason, c.message))
         .unwrap_or_default()
 }
+
+/// A one-replica Deployment in Argo sync wave `wave` (the Argo tests).
+pub fn argo_deployment(name: &str, wave: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  annotations:
+    argocd.argoproj.io/sync-wave: \"{wave}\"
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+"
+    )
+}
+
+/// A kustomization listing `resources`.
+pub fn argo_kustomization(resources: &[&str]) -> String {
+    let mut s = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+        .to_string();
+    for r in resources {
+        s.push_str(&format!("- {r}\n"));
+    }
+    s
+}
