@@ -6,6 +6,8 @@ use base64::engine::general_purpose::STANDARD;
 use rflux_sops::{Format, Keys, MacCheck, SopsError};
 use serde_json::Value;
 
+use crate::substitute::object_id;
+
 /// The per-object opt-out: `kustomize.toolkit.fluxcd.io/decrypt: Disabled` (any case).
 pub const DECRYPT_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/decrypt";
 
@@ -31,7 +33,7 @@ pub fn decrypt_objects(objects: &mut [Value], keys: &Keys) -> Result<usize, Obje
             continue;
         }
         let fail = |detail: String| ObjectError {
-            object: flux_id(obj),
+            object: object_id(obj),
             detail,
         };
         if has_sops_mac(obj) {
@@ -47,7 +49,7 @@ pub fn decrypt_objects(objects: &mut [Value], keys: &Keys) -> Result<usize, Obje
         } else if kind(obj) == "Secret" {
             let mut n = 0;
             let id = ns_name(obj);
-            let object = flux_id(obj);
+            let object = object_id(obj);
             if let Some(Value::Object(data)) = obj.get_mut("data") {
                 for (key, value) in data.iter_mut() {
                     let Some(text) = value.as_str() else { continue };
@@ -139,24 +141,6 @@ fn ns_name(obj: &Value) -> String {
             .unwrap_or_default()
     };
     format!("{}/{}", get("namespace"), get("name"))
-}
-
-/// kustomize's resource id as Flux prints it: `Kind.version.group/name`, `[noGrp]` for the
-/// core group.
-fn flux_id(obj: &Value) -> String {
-    let api = obj
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let (group, version) = match api.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("[noGrp]", api),
-    };
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    format!("{}.{version}.{group}/{name}", kind(obj))
 }
 
 #[cfg(test)]

@@ -14,15 +14,12 @@ use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use rflux_kustomize::FileOverlay;
+use rflux_kustomize::{FileOverlay, KUSTOMIZATION_FILE_NAMES};
 use rflux_sops::{Format, Keys, MacCheck, SopsError};
 use serde_json::Value;
 
 /// Flux's limit on a file decrypted before the build (5 MiB).
 pub const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
-
-/// Kustomization file names, in kustomize's order.
-const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 /// Most kustomizations visited (a hostile tree of directories cannot keep the walk going).
 const MAX_KUSTOMIZATIONS: usize = 10_000;
@@ -235,7 +232,7 @@ impl Walk<'_> {
 
 /// The kustomization file of a directory, if it has one; two are an error, as in kustomize.
 fn find_kustomization(dir: &Path) -> Result<Option<&'static str>, SourcesError> {
-    let found: Vec<&str> = KUSTOMIZATION_FILES
+    let found: Vec<&str> = KUSTOMIZATION_FILE_NAMES
         .into_iter()
         .filter(|n| dir.join(n).is_file())
         .collect();
