@@ -30,11 +30,14 @@ lint:
 	python3 scripts/check-structure.py
 
 ## e2e-bins: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, the git server,
-## and the sops and age CLIs (SOPS fixtures are encrypted at test time) from Go modules
+## the sops and age CLIs (SOPS fixtures are encrypted at test time), the distribution OCI registry and
+## the cosign CLI (OCIRepository artifacts are pushed and signed at test time) from Go modules
 e2e-bins:
 	e2e/k8s/build.sh
 	e2e/gitserver/build.sh
 	e2e/sops/build.sh
+	e2e/registry/build.sh
+	e2e/cosign/build.sh
 
 ## env-up / env-down: a local control plane and git server for interactive use
 env-up: deps e2e-bins

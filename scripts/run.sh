@@ -33,7 +33,7 @@ cp -r examples/sample "$ctl/sample-work"
 sample_url="$RFLUX_E2E_GIT_HTTP/sample.git"
 
 echo "==> installing the CRDs"
-kubectl apply --server-side -f manifests/crds/gitrepositories.yaml -f manifests/crds/kustomizations.yaml >/dev/null
+kubectl apply --server-side -f manifests/crds/gitrepositories.yaml -f manifests/crds/ocirepositories.yaml -f manifests/crds/kustomizations.yaml >/dev/null
 kubectl create namespace flux-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
 start() {

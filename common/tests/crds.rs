@@ -216,6 +216,12 @@ fn gitrepository_crd_matches_flux() {
 }
 
 #[test]
+fn ocirepository_crd_matches_flux() {
+    let ours = serde_json::to_value(crd::ocirepositories_crd().unwrap()).unwrap();
+    check_against_flux("source.toolkit.fluxcd.io_ocirepositories.yaml", ours);
+}
+
+#[test]
 fn kustomization_crd_matches_flux() {
     let ours = serde_json::to_value(crd::kustomizations_crd().unwrap()).unwrap();
     check_against_flux("kustomize.toolkit.fluxcd.io_kustomizations.yaml", ours);

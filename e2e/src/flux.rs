@@ -135,9 +135,10 @@ pub fn ensure_flux_binaries(bins: &[FluxBinary]) -> anyhow::Result<Vec<PathBuf>>
         .collect()
 }
 
-/// Flux's CRD files for the source kinds other than GitRepository (Bucket, OCIRepository,
-/// HelmRepository, HelmChart, ExternalArtifact), from the source-controller module that
-/// `build.sh` unpacked. Flux's controllers watch those kinds and do not start without them.
+/// Flux's CRD files for the source kinds we do not define (Bucket, HelmRepository, HelmChart,
+/// ExternalArtifact), from the source-controller module that `build.sh` unpacked. Flux's
+/// controllers watch those kinds and do not start without them. GitRepository and OCIRepository
+/// come from our `manifests/crds/` (equal to Flux's, `common/tests/crds.rs`).
 pub fn flux_extra_source_crds() -> anyhow::Result<Vec<PathBuf>> {
     let stamp = flux_binary_version(FluxBinary::SourceController)
         .context("Flux's source-controller is not built (no build stamp)")?;
@@ -154,9 +155,10 @@ pub fn flux_extra_source_crds() -> anyhow::Result<Vec<PathBuf>> {
         .map(|e| e.path())
         .filter(|p| {
             p.extension().is_some_and(|e| e == "yaml")
-                && !p
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains("gitrepositories"))
+                && !p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.contains("gitrepositories") || n.contains("ocirepositories")
+                })
         })
         .collect();
     files.sort();

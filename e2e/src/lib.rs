@@ -19,6 +19,7 @@ pub mod hostile_git;
 pub mod metrics;
 mod pki;
 pub mod process;
+pub mod registry;
 mod test_repo;
 
 use std::fs::File;

@@ -20,12 +20,11 @@
 //! - dependencies: common, backend, frontend Ready, in dependsOn order.
 //! - impersonation: Ready as the tenant service account; deleting the Kustomization prunes
 //!   `deploy/podinfo`.
-//! - oci: cannot work here, for reasons outside our control: it needs an `OCIRepository`
-//!   (source-controller's OCI support is not part of this project, so the kind is not served
-//!   and applying it fails with "no matches for kind") and the artifact lives on ghcr.io (no
-//!   network). The test asserts exactly that: the OCIRepository is refused by the apiserver, and
-//!   the Kustomization gets Ready=False + Stalled=True, reason `ArtifactFailed`, message
-//!   "source kind 'OCIRepository' is not supported by this controller (only GitRepository)".
+//! - oci: the OCIRepository pulls `stefanprodan/manifests/podinfo:6.3.5`, which this test pushes
+//!   (podinfo's `kustomize/` folder, with the real `flux push artifact`) to a local registry
+//!   (distribution, `e2e/registry/build.sh`) in place of ghcr.io; the Kustomization is Ready at
+//!   `6.3.5@sha256:…` with its HPA patch applied. Without the registry or the flux CLI this step is
+//!   skipped with a note.
 //!
 //! Skips (passes) with a message when `../shared` is absent. Needs the controller binaries
 //! built (`cargo build -p source-controller -p kustomize-controller`) and `kubectl`.
@@ -99,10 +98,6 @@ fn load(path: &Path) -> Vec<Value> {
 
 fn kind(obj: &Value) -> &str {
     obj["kind"].as_str().unwrap_or_default()
-}
-
-fn name(obj: &Value) -> &str {
-    obj["metadata"]["name"].as_str().unwrap_or_default()
 }
 
 /// Rewrites a testdata object for this run: the podinfo URL → the test git server, the watch
@@ -518,45 +513,68 @@ async fn flux_testdata_with_podinfo() {
         panic!("{e}\n{}", ctl.log_tails(40));
     }
 
-    // oci: not possible here (see the module docs); assert the specific outcome.
-    kubectl(cp, &["create", "ns", "oci"]);
-    let objs: Vec<Value> = load(&testdata.join("oci"))
-        .into_iter()
-        .map(|o| prepare(o, "oci", &url, &ctl))
-        .collect();
-    let oci_repo = objs.iter().find(|o| kind(o) == "OCIRepository").unwrap();
-    let err = apply_value(&client, oci_repo, "e2e").await.unwrap_err();
-    assert!(
-        format!("{err:#}").contains("discovering source.toolkit.fluxcd.io/v1 OCIRepository"),
-        "{err:#}"
-    );
-    let oci_ks = objs.iter().find(|o| kind(o) == "Kustomization").unwrap();
-    assert_eq!(name(oci_ks), "oci");
-    apply_value(&client, oci_ks, "e2e").await.unwrap();
-    let oci_api: Api<Kustomization> = Api::namespaced(client.clone(), "oci");
-    let res = wait_for(TIMEOUT, "oci Kustomization stalled", || async {
-        let ks = oci_api.get("oci").await?;
-        let stalled = ks_condition(&ks, "Stalled").is_some_and(|c| c.status == "True");
-        Ok(stalled.then_some(ks))
-    })
-    .await;
-    let ks = match res {
-        Ok(ks) => ks,
-        Err(e) => panic!("{e}\n{}", ctl.log_tails(40)),
-    };
-    let ready = ks_condition(&ks, "Ready").unwrap();
-    assert_eq!(
-        (
-            ready.status.as_str(),
-            ready.reason.as_str(),
-            ready.message.as_str()
+    // oci: the artifact ghcr.io serves, pushed to a local registry by the real flux CLI.
+    let registry = match rflux_e2e::registry::push::skip_reason() {
+        Some(why) => {
+            println!("oci step skipped: {why}");
+            None
+        }
+        None => Some(
+            rflux_e2e::registry::Registry::start(rflux_e2e::registry::RegistryMode::Http).unwrap(),
         ),
-        (
-            "False",
-            "ArtifactFailed",
-            "source kind 'OCIRepository' is not supported by this controller (only GitRepository)"
+    };
+    if let Some(reg) = &registry {
+        kubectl(cp, &["create", "ns", "oci"]);
+        let oci_repo_path = "stefanprodan/manifests/podinfo";
+        let digest = rflux_e2e::registry::push::push_artifact(
+            reg,
+            oci_repo_path,
+            "6.3.5",
+            &tree.join("kustomize"),
+            PODINFO_URL,
+            &format!("6.3.5@sha1:{sha_old}"),
         )
-    );
+        .unwrap();
+        let objs: Vec<Value> = load(&testdata.join("oci"))
+            .into_iter()
+            .map(|o| prepare(o, "oci", &url, &ctl))
+            .map(|mut o| {
+                if kind(&o) == "OCIRepository" {
+                    assert_eq!(
+                        o["spec"]["url"], "oci://ghcr.io/stefanprodan/manifests/podinfo",
+                        "testdata URL changed"
+                    );
+                    o["spec"]["url"] = Value::String(reg.url(oci_repo_path));
+                }
+                o
+            })
+            .collect();
+        apply_all(&client, &objs).await;
+        let ks = wait_ready(&client, &mut ctl, "oci", "oci").await;
+        assert_eq!(applied_revision(&ks), format!("6.3.5@{digest}"));
+        assert_eq!(
+            ks.status
+                .as_ref()
+                .unwrap()
+                .last_applied_origin_revision
+                .as_deref(),
+            Some(format!("6.3.5@sha1:{sha_old}").as_str())
+        );
+        let hpa = kubectl(
+            cp,
+            &[
+                "-n",
+                "oci",
+                "get",
+                "hpa",
+                "podinfo",
+                "-o",
+                "jsonpath={.spec.minReplicas}",
+            ],
+        );
+        assert_eq!(hpa.trim(), "1", "the Kustomization's HPA patch is applied");
+    }
+    let oci_api: Api<Kustomization> = Api::namespaced(client.clone(), "oci");
 
     // Clean up: every Kustomization finalized (prune) while the controllers still run.
     ctl.check_alive().unwrap();

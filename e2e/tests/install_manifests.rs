@@ -15,6 +15,7 @@
 //!   images hold, and reach the API server by name (skipped with a note without `make static`).
 #![allow(clippy::unwrap_used)]
 
+mod install_rbac;
 mod support;
 
 use std::collections::BTreeSet;
@@ -139,6 +140,7 @@ fn the_install_holds_what_flux_installs_for_both_controllers() {
         "Namespace/flux-system",
         "ResourceQuota/critical-pods",
         "CustomResourceDefinition/gitrepositories.source.toolkit.fluxcd.io",
+        "CustomResourceDefinition/ocirepositories.source.toolkit.fluxcd.io",
         "CustomResourceDefinition/kustomizations.kustomize.toolkit.fluxcd.io",
         "ServiceAccount/source-controller",
         "ServiceAccount/kustomize-controller",
@@ -185,16 +187,7 @@ fn the_install_holds_what_flux_installs_for_both_controllers() {
     }
 
     // The CRDs are the generated ones (manifests/crds), unchanged but for the labels.
-    for (name, file) in [
-        (
-            "gitrepositories.source.toolkit.fluxcd.io",
-            "gitrepositories.yaml",
-        ),
-        (
-            "kustomizations.kustomize.toolkit.fluxcd.io",
-            "kustomizations.yaml",
-        ),
-    ] {
+    for (name, file) in support::OUR_CRDS {
         let text = std::fs::read_to_string(manifests("crds").join(file)).unwrap();
         let generated: Value = serde_saphyr::from_str(&text).unwrap();
         let built = find(&objs, "CustomResourceDefinition", name);
@@ -358,6 +351,7 @@ fn the_install_holds_what_flux_installs_for_both_controllers() {
             .any(|r| r["resources"] == serde_json::json!(["leases"])),
         "crd-controller must allow leases"
     );
+    install_rbac::assert_role_covers_the_sources(rules);
 
     // The monitoring add-on: a PodMonitor on http-prom and the dashboards ConfigMap.
     let mon = build_ours(&manifests("monitoring"));
@@ -497,6 +491,7 @@ async fn the_install_applies_on_a_cluster_and_the_deployments_become_available()
                 .unwrap_or_else(|e| panic!("CRD not established: {e:#}"));
         }
     }
+    install_rbac::assert_controllers_may_use_the_sources(&client).await;
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(client.clone(), "flux-system");
     let svc = services.get("source-controller").await.unwrap();
@@ -592,6 +587,7 @@ async fn the_install_applies_on_a_cluster_and_the_deployments_become_available()
         "source-controller: deployment ready",
         "kustomize-controller: deployment ready",
         "gitrepositories.source.toolkit.fluxcd.io/v1",
+        "ocirepositories.source.toolkit.fluxcd.io/v1",
         "kustomizations.kustomize.toolkit.fluxcd.io/v1",
         SOURCE_IMAGE,
         KUSTOMIZE_IMAGE,

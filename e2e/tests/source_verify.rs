@@ -274,6 +274,7 @@ async fn gitrepository_signature_verification() {
         recorder: EventRecorder::new(client.clone(), "source-controller", "e2e"),
         jitter_percentage: 5,
         requeue_dependency: Duration::from_secs(2),
+        oci: Default::default(),
     });
     let api: Api<GitRepository> = Api::namespaced(client.clone(), &ns);
     let metrics = Metrics::new().unwrap();

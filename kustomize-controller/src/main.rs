@@ -11,7 +11,6 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
@@ -22,15 +21,17 @@ use kustomize_controller::decrypt::keys::keys_from_files;
 use kustomize_controller::decrypt::{decrypt_objects, decrypt_sources};
 use kustomize_controller::fetch::{ArtifactFetcher, FetcherOptions};
 use kustomize_controller::flags::KustomizeControllerFlags;
+use kustomize_controller::reconcile::source::ArtifactSource;
 use kustomize_controller::reconcile::triggers::Triggers;
 use kustomize_controller::reconcile::{Context, reconcile};
-use kustomize_controller::source_watch::{SourceRevisions, dependents};
+use kustomize_controller::source_watch::{source_events, watch_sources};
 use kustomize_controller::ssa::parse_custom_stage_kinds;
 use kustomize_controller::tracker::Tracker;
 use rflux_common::api::gitrepository::GitRepository;
 use rflux_common::api::kustomization::{KUSTOMIZATION_KIND, KUSTOMIZE_GROUP, Kustomization};
+use rflux_common::api::ocirepository::OciRepository;
 use rflux_common::runtime::client::load_config;
-use rflux_common::runtime::controller::{ControllerSettings, strip_for_cache};
+use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{
     KUSTOMIZE_FEATURE_GATES, KUSTOMIZE_UNSUPPORTED_GATES, gate_enabled, parse_feature_gates,
     refuse_unsupported,
@@ -300,16 +301,11 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 label_selector: mgr.flags.watch_label_selector.clone(),
             };
             // A new source revision reconciles the Kustomizations that use it at once; the
-            // same watch keeps the GitRepository cache the reconciles read their artifact from.
-            let repos = mgr.watch_api::<GitRepository>();
-            let revisions = SourceRevisions::default();
-            let (sources, writer) = reflector::store();
-            let repo_events = watcher::watcher(repos, watcher::Config::default())
-                .default_backoff()
-                .modify(strip_for_cache::<GitRepository>)
-                .reflect(writer)
-                .applied_objects();
-            let _ = ctx.sources.set(sources);
+            // same watches keep the source caches the reconciles read their artifact from.
+            let (git_cache, git_events) = source_events(mgr.watch_api::<GitRepository>());
+            let (oci_cache, oci_events) = source_events(mgr.watch_api::<OciRepository>());
+            let _ = GitRepository::cache(&ctx).set(git_cache);
+            let _ = OciRepository::cache(&ctx).set(oci_cache);
             // Config watchers (Flux's): labelled ConfigMaps and Secrets, metadata only.
             let configs = (
                 mgr.watch_api::<PartialObjectMeta<ConfigMap>>(),
@@ -329,8 +325,8 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 reconcile,
                 stop.clone(),
                 move |controller| {
-                    let store = controller.store();
                     let controller = if watch_configs {
+                        let store = controller.store();
                         let cm_store = store.clone();
                         let cm_triggers = triggers.clone();
                         let secret_store = store.clone();
@@ -350,29 +346,8 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                     } else {
                         controller
                     };
-                    let controller =
-                        controller.watches_stream(repo_events, move |repo: GitRepository| {
-                            match revisions.changed(&repo) {
-                                Some(revision) => {
-                                    let all = store.state();
-                                    let deps =
-                                        dependents(&repo, &revision, all.iter().map(AsRef::as_ref));
-                                    // A running health check of a dependent is cancelled
-                                    // (CancelHealthCheckOnNewRevision; nothing waits otherwise).
-                                    let by = format!(
-                                        "GitRepository/{}/{}",
-                                        repo.namespace().unwrap_or_default(),
-                                        repo.name_any()
-                                    );
-                                    for d in &deps {
-                                        let ns = d.namespace.clone().unwrap_or_default();
-                                        triggers.fire(&(ns, d.name.clone()), &by);
-                                    }
-                                    deps
-                                }
-                                None => Vec::new(),
-                            }
-                        });
+                    let controller = watch_sources(controller, git_events, triggers.clone());
+                    let controller = watch_sources(controller, oci_events, triggers);
                     match drift {
                         Some(drift) => {
                             controller.reconcile_on(drift.map(|(ns, name)| {

@@ -1,48 +1,63 @@
-//! The GitRepository watch: when a source's artifact appears or its revision
-//! changes, the Kustomizations that reference it are reconciled at once instead of at their
-//! next interval. Those already Ready (or Reconciling) with `lastAttemptedRevision` equal to
-//! the new revision are skipped, like Flux does.
+//! The source watches (GitRepository and OCIRepository, one generic implementation): when a
+//! source's artifact appears or its revision changes, the Kustomizations that reference it are
+//! reconciled at once instead of at their next interval. Those already Ready (or Reconciling)
+//! with `lastAttemptedRevision` equal to the new revision are skipped, like Flux does. The same
+//! watch keeps the cache the reconciles read their artifact from.
 //!
-//! [`SourceRevisions`] is the predicate (it remembers the last revision seen per source) and
-//! [`dependents`] the mapping over the Kustomization cache; both are pure and the controller
-//! binary wires them into kube-runtime's `Controller::watches`.
+//! [`SourceRevisions`] is the predicate (it remembers the last revision seen per source),
+//! [`dependents`] the mapping over the Kustomization cache (both pure), [`source_trigger`] the
+//! two together with the health-check cancellation, [`source_events`] the watch stream and its
+//! cache, and [`watch_sources`] plugs a kind's stream into the controller (kube-runtime's
+//! `Controller::watches_stream`); the binary calls the last two once per kind.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
 
+use futures::Stream;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
-use rflux_common::api::gitrepository::GitRepository;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use rflux_common::api::kustomization::Kustomization;
-use rflux_common::api::meta::SourceKind;
 use rflux_common::runtime::conditions as cond;
+use rflux_common::runtime::controller::strip_for_cache;
 
-/// Remembers the artifact revision last seen for each GitRepository (`namespace/name`).
-#[derive(Debug, Default)]
-pub struct SourceRevisions {
+use crate::reconcile::source::ArtifactSource;
+use crate::reconcile::triggers::Triggers;
+
+/// Remembers the artifact revision last seen for each source of kind `K` (`namespace/name`).
+#[derive(Debug)]
+pub struct SourceRevisions<K> {
     seen: Mutex<HashMap<String, String>>,
+    kind: PhantomData<fn(&K)>,
 }
 
-impl SourceRevisions {
-    /// Records the repository's artifact revision; `Some(revision)` when the artifact appeared
+impl<K> Default for SourceRevisions<K> {
+    fn default() -> Self {
+        SourceRevisions {
+            seen: Mutex::default(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: ArtifactSource> SourceRevisions<K> {
+    /// Records the source's artifact revision; `Some(revision)` when the artifact appeared
     /// or its revision changed since the last call (Flux's `SourceRevisionChangePredicate`),
     /// `None` otherwise (status-only updates, no artifact, deletion).
-    pub fn changed(&self, repo: &GitRepository) -> Option<String> {
+    pub fn changed(&self, source: &K) -> Option<String> {
         let key = format!(
             "{}/{}",
-            repo.namespace().unwrap_or_default(),
-            repo.name_any()
+            source.namespace().unwrap_or_default(),
+            source.name_any()
         );
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if repo.metadata.deletion_timestamp.is_some() {
+        if source.meta().deletion_timestamp.is_some() {
             seen.remove(&key);
             return None;
         }
-        let revision = repo
-            .status
-            .as_ref()
-            .and_then(|s| s.artifact.as_ref())
-            .map(|a| a.revision.clone())?;
+        let revision = source.artifact().map(|a| a.revision.clone())?;
         if seen.get(&key) == Some(&revision) {
             return None;
         }
@@ -51,24 +66,22 @@ impl SourceRevisions {
     }
 }
 
-/// The Kustomizations to reconcile because `repo` has a new artifact `revision`: those whose
-/// `sourceRef` names it (kind GitRepository, namespace defaulting to their own), except the
-/// ones that are Ready or Reconciling and already attempted `revision`.
-pub fn dependents<'a>(
-    repo: &GitRepository,
+/// The Kustomizations to reconcile because `source` has a new artifact `revision`: those whose
+/// `sourceRef` names it (its kind, namespace defaulting to their own), except the ones that
+/// are Ready or Reconciling and already attempted `revision`.
+pub fn dependents<'a, K: ArtifactSource>(
+    source: &K,
     revision: &str,
     kustomizations: impl IntoIterator<Item = &'a Kustomization>,
 ) -> Vec<ObjectRef<Kustomization>> {
-    let repo_ns = repo.namespace().unwrap_or_default();
-    let repo_name = repo.name_any();
+    let source_ns = source.namespace().unwrap_or_default();
+    let source_name = source.name_any();
     kustomizations
         .into_iter()
         .filter(|ks| {
             let ns = ks.namespace().unwrap_or_default();
             let r = &ks.spec.source_ref;
-            r.kind == SourceKind::GitRepository
-                && r.name == repo_name
-                && r.namespace_or(&ns) == repo_ns
+            r.kind == K::KIND && r.name == source_name && r.namespace_or(&ns) == source_ns
         })
         .filter(|ks| {
             let status = ks.status.as_ref();
@@ -86,10 +99,72 @@ pub fn dependents<'a>(
         .collect()
 }
 
+/// What a watch event of `source` triggers: the [`dependents`] of a new revision (none
+/// otherwise), whose running health checks are cancelled first
+/// (`CancelHealthCheckOnNewRevision`; nothing waits when the gate is off).
+pub fn source_trigger<K: ArtifactSource>(
+    source: &K,
+    revisions: &SourceRevisions<K>,
+    kustomizations: &Store<Kustomization>,
+    triggers: &Triggers,
+) -> Vec<ObjectRef<Kustomization>> {
+    let Some(revision) = revisions.changed(source) else {
+        return Vec::new();
+    };
+    let all = kustomizations.state();
+    let deps = dependents(source, &revision, all.iter().map(AsRef::as_ref));
+    let by = format!(
+        "{}/{}/{}",
+        K::KIND,
+        source.namespace().unwrap_or_default(),
+        source.name_any()
+    );
+    for d in &deps {
+        let ns = d.namespace.clone().unwrap_or_default();
+        triggers.fire(&(ns, d.name.clone()), &by);
+    }
+    deps
+}
+
+/// Wires the watch of the sources of kind `K` ([`source_events`]) into the Kustomization
+/// `controller`: each new revision reconciles its dependents ([`source_trigger`]).
+pub fn watch_sources<K: ArtifactSource>(
+    controller: Controller<Kustomization>,
+    events: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    triggers: Arc<Triggers>,
+) -> Controller<Kustomization> {
+    let kustomizations = controller.store();
+    let revisions = SourceRevisions::<K>::default();
+    controller.watches_stream(events, move |source: K| {
+        source_trigger(&source, &revisions, &kustomizations, &triggers)
+    })
+}
+
+/// The watch of the sources of kind `K` behind `api`: the stream of changed objects (to feed
+/// [`source_trigger`]) and the cache it keeps, stripped like every cache of the controller.
+pub fn source_events<K: ArtifactSource>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_for_cache::<K>)
+        .reflect(writer)
+        .applied_objects();
+    (store, events)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    use rflux_common::api::gitrepository::GitRepository;
+    use rflux_common::api::ocirepository::OciRepository;
     use serde_json::{Value, json};
 
     fn repo(ns: &str, name: &str, revision: Option<&str>) -> GitRepository {
@@ -97,6 +172,21 @@ mod tests {
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
             "metadata": {"name": name, "namespace": ns},
             "spec": {"url": "https://example.com/r.git", "interval": "1m"}
+        });
+        if let Some(rev) = revision {
+            v["status"] = json!({"artifact": {
+                "path": "p", "url": "http://x/p", "revision": rev, "digest": "sha256:00",
+                "lastUpdateTime": "2026-01-01T00:00:00Z"
+            }});
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn oci(ns: &str, name: &str, revision: Option<&str>) -> OciRepository {
+        let mut v = json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"url": "oci://registry.example/app", "interval": "1m"}
         });
         if let Some(rev) = revision {
             v["status"] = json!({"artifact": {
@@ -221,5 +311,116 @@ mod tests {
             .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
             .collect();
         assert_eq!(got, ["a/fresh", "a/old", "a/failed", "b/cross"]);
+    }
+
+    #[test]
+    fn oci_revisions_are_tracked_like_git_ones() {
+        let revs = SourceRevisions::<OciRepository>::default();
+        assert_eq!(revs.changed(&oci("a", "r", None)), None, "no artifact yet");
+        let d1 = "latest@sha256:1111";
+        let d2 = "latest@sha256:2222";
+        assert_eq!(revs.changed(&oci("a", "r", Some(d1))).as_deref(), Some(d1));
+        assert_eq!(revs.changed(&oci("a", "r", Some(d1))), None);
+        assert_eq!(revs.changed(&oci("a", "r", Some(d2))).as_deref(), Some(d2));
+        // Each kind keeps its own memory: a GitRepository of the same name is another source.
+        let git_revs = SourceRevisions::<GitRepository>::default();
+        assert_eq!(
+            git_revs.changed(&repo("a", "r", Some(d2))).as_deref(),
+            Some(d2)
+        );
+    }
+
+    #[test]
+    fn dependents_of_an_oci_repository_are_the_oci_references_only() {
+        let rev = "latest@sha256:2222";
+        let list = [
+            ks(
+                "a",
+                "oci",
+                json!({"kind": "OCIRepository", "name": "r"}),
+                json!({}),
+            ),
+            ks(
+                "a",
+                "oci-done",
+                json!({"kind": "OCIRepository", "name": "r"}),
+                json!({"conditions": [cond("Ready", "True")], "lastAttemptedRevision": rev}),
+            ),
+            ks(
+                "b",
+                "oci-cross",
+                json!({"kind": "OCIRepository", "name": "r", "namespace": "a"}),
+                json!({}),
+            ),
+            ks(
+                "a",
+                "git",
+                json!({"kind": "GitRepository", "name": "r"}),
+                json!({}),
+            ),
+            ks(
+                "a",
+                "bucket",
+                json!({"kind": "Bucket", "name": "r"}),
+                json!({}),
+            ),
+        ];
+        let names = |refs: Vec<ObjectRef<Kustomization>>| -> Vec<String> {
+            refs.into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+                .collect()
+        };
+        assert_eq!(
+            names(dependents(&oci("a", "r", Some(rev)), rev, list.iter())),
+            ["a/oci", "b/oci-cross"]
+        );
+        assert_eq!(
+            names(dependents(&repo("a", "r", Some(rev)), rev, list.iter())),
+            ["a/git"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_oci_revision_enqueues_and_cancels_the_waiting_health_check() {
+        let mut writer = reflector::store::Writer::<Kustomization>::new(());
+        for k in [
+            ks(
+                "a",
+                "app",
+                json!({"kind": "OCIRepository", "name": "r"}),
+                json!({}),
+            ),
+            ks(
+                "a",
+                "other",
+                json!({"kind": "GitRepository", "name": "r"}),
+                json!({}),
+            ),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(k));
+        }
+        let store = writer.as_reader();
+        let triggers = Triggers::default();
+        let revs = SourceRevisions::default();
+        let waiting = triggers.register(("a".into(), "app".into()));
+        let got = source_trigger(
+            &oci("a", "r", Some("latest@sha256:1")),
+            &revs,
+            &store,
+            &triggers,
+        );
+        assert_eq!(got, [ObjectRef::new("app").within("a")]);
+        let by = tokio::time::timeout(Duration::from_secs(5), waiting.waiter.triggered())
+            .await
+            .unwrap();
+        assert_eq!(by, "OCIRepository/a/r");
+        // The same revision again (a status-only update): nothing.
+        let again = source_trigger(
+            &oci("a", "r", Some("latest@sha256:1")),
+            &revs,
+            &store,
+            &triggers,
+        );
+        assert!(again.is_empty());
     }
 }

@@ -20,16 +20,8 @@ pub mod walk;
 pub use error::SopsError;
 pub use keys::Keys;
 pub use stores::Format;
+pub use walk::MacCheck;
 pub use zeroize::Zeroizing;
-
-/// Whether the MAC stored in the document is checked against the decrypted values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MacCheck {
-    /// Flux's behaviour: never checked.
-    Skip,
-    /// Checked; a mismatch (or an empty `mac`) is an error.
-    Verify,
-}
 
 /// Decrypts a whole SOPS document read as `input` and emits the plaintext as `output`
 /// (Flux's `sops decrypt --input-type … --output-type …` with default store settings).

@@ -7,11 +7,19 @@ mod rules;
 use sha2::{Digest, Sha512};
 use zeroize::Zeroize;
 
-use crate::MacCheck;
 use crate::cipher::{self, CipherError};
 use crate::error::SopsError;
 use crate::metadata::Metadata;
 use crate::tree::{Branch, Entry, Value};
+
+/// Whether the MAC stored in the document is checked against the decrypted values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MacCheck {
+    /// Flux's behaviour: never checked.
+    Skip,
+    /// Checked; a mismatch (or an empty `mac`) is an error.
+    Verify,
+}
 
 /// Maps and lists nested deeper than this are refused.
 pub const MAX_DEPTH: usize = 256;

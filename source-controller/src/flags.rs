@@ -44,6 +44,9 @@ pub struct SourceControllerFlags {
     /// SSH host key algorithms (accepted; not used yet).
     #[arg(long, value_delimiter = ',', action = ArgAction::Append)]
     pub ssh_hostkey_algos: Vec<String>,
+    /// Largest OCI layer pulled, in bytes (an rflux extension; Flux has no bound).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub oci_max_layer_size: u64,
     /// Helm (not supported; accepted so Flux's Deployment args work).
     #[arg(long, default_value = "")]
     pub helm_index_max_size: String,

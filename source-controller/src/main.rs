@@ -1,4 +1,4 @@
-//! source-controller: GitRepository reconciliation and artifact storage.
+//! source-controller: GitRepository and OCIRepository reconciliation and artifact storage.
 //!
 //! Without a subcommand the binary runs the controller (Flux's flags and defaults); subcommands
 //! are one-shot tools.
@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::api::ocirepository::OciRepository;
 use rflux_common::runtime::controller::ControllerSettings;
 use rflux_common::runtime::flags::{
     SOURCE_FEATURE_GATES, SOURCE_UNSUPPORTED_GATES, parse_feature_gates, parse_listen_addr,
@@ -23,6 +24,7 @@ use source_controller::artifact::{
 };
 use source_controller::flags::SourceControllerFlags;
 use source_controller::gitrepository::{CONTROLLER_NAME, Context, run_gitrepository_controller};
+use source_controller::ocirepository::{OciSettings, run_ocirepository_controller};
 
 /// Flux-compatible source-controller.
 #[derive(Debug, Parser)]
@@ -141,6 +143,13 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
     let controller_metrics = manager
         .metrics
         .register_controller("gitrepository", flags.concurrent);
+    let oci_metrics = manager
+        .metrics
+        .register_controller("ocirepository", flags.concurrent);
+    let oci = OciSettings {
+        max_layer_bytes: flags.oci_max_layer_size,
+        ..OciSettings::default()
+    };
     let concurrent = flags.concurrent;
     manager
         .run(tasks, move |mgr, stop| async move {
@@ -169,6 +178,7 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                 recorder: mgr.recorder.clone(),
                 jitter_percentage: mgr.flags.interval_jitter_percentage,
                 requeue_dependency: mgr.flags.requeue_dependency,
+                oci,
             });
             let settings = ControllerSettings {
                 name: "gitrepository".into(),
@@ -177,17 +187,42 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                 concurrency: concurrent,
                 label_selector: mgr.flags.watch_label_selector.clone(),
             };
-            run_gitrepository_controller(
-                mgr.watch_api::<GitRepository>(),
-                mgr.watch_api::<PartialObjectMeta<Secret>>(),
-                settings,
-                controller_metrics,
-                mgr.flags.min_retry_delay,
-                mgr.flags.max_retry_delay,
-                ctx,
-                stop.clone(),
-            )
-            .await;
+            let oci_settings = ControllerSettings {
+                name: "ocirepository".into(),
+                kind: "OCIRepository".into(),
+                ..settings.clone()
+            };
+            let retry = (mgr.flags.min_retry_delay, mgr.flags.max_retry_delay);
+            // Both kinds run side by side, like Flux's source-controller; when one stops (on
+            // shutdown), the other is stopped too.
+            tokio::join!(
+                async {
+                    run_gitrepository_controller(
+                        mgr.watch_api::<GitRepository>(),
+                        mgr.watch_api::<PartialObjectMeta<Secret>>(),
+                        settings,
+                        controller_metrics,
+                        retry.0,
+                        retry.1,
+                        ctx.clone(),
+                        stop.clone(),
+                    )
+                    .await;
+                    stop.cancel();
+                },
+                async {
+                    run_ocirepository_controller(
+                        mgr.watch_api::<OciRepository>(),
+                        oci_settings,
+                        oci_metrics,
+                        retry,
+                        ctx.clone(),
+                        stop.clone(),
+                    )
+                    .await;
+                    stop.cancel();
+                },
+            );
             stop.cancel();
             if let Some(h) = server {
                 match h.await {

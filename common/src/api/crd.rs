@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::gitrepository::GitRepository;
 use super::kustomization::Kustomization;
 use super::meta::status_default;
+use super::ocirepository::OciRepository;
 
 /// Annotation that keeps a Flux Kustomization applying these CRDs from running
 /// variable substitution on them (Flux sets it on all its CRDs).
@@ -26,6 +27,8 @@ pub const FLUX_COMPAT_VERSION: &str = "v2.9.0";
 pub const GITREPOSITORIES_FILE: &str = "gitrepositories.yaml";
 /// File name of the Kustomization CRD under `manifests/crds/`.
 pub const KUSTOMIZATIONS_FILE: &str = "kustomizations.yaml";
+/// File name of the OCIRepository CRD under `manifests/crds/`.
+pub const OCIREPOSITORIES_FILE: &str = "ocirepositories.yaml";
 /// File name of the kustomize `kustomization.yaml` listing the CRDs.
 pub const KUSTOMIZE_FILE: &str = "kustomization.yaml";
 
@@ -65,38 +68,53 @@ pub fn gitrepositories_crd() -> Result<CustomResourceDefinition, CrdError> {
     finalize(GitRepository::crd(), "source-controller")
 }
 
+/// The OCIRepository CRD (`ocirepositories.source.toolkit.fluxcd.io`).
+pub fn ocirepositories_crd() -> Result<CustomResourceDefinition, CrdError> {
+    finalize(OciRepository::crd(), "source-controller")
+}
+
 /// The Kustomization CRD (`kustomizations.kustomize.toolkit.fluxcd.io`).
 pub fn kustomizations_crd() -> Result<CustomResourceDefinition, CrdError> {
     finalize(Kustomization::crd(), "kustomize-controller")
 }
 
-/// Both CRDs as JSON values, in the form written to disk.
+/// Every CRD as a JSON value, in the form written to disk, in the order of [`crd_files`].
 pub fn crd_values() -> Result<Vec<Value>, CrdError> {
-    [gitrepositories_crd()?, kustomizations_crd()?]
-        .iter()
-        .map(|crd| {
-            serde_json::to_value(crd).map_err(|source| CrdError::Json {
-                name: crd.metadata.name.clone().unwrap_or_default(),
-                source,
-            })
+    [
+        gitrepositories_crd()?,
+        ocirepositories_crd()?,
+        kustomizations_crd()?,
+    ]
+    .iter()
+    .map(|crd| {
+        serde_json::to_value(crd).map_err(|source| CrdError::Json {
+            name: crd.metadata.name.clone().unwrap_or_default(),
+            source,
         })
-        .collect()
+    })
+    .collect()
+}
+
+/// The CRD file names under `manifests/crds/`, in the order of [`crd_values`].
+pub fn crd_files() -> [&'static str; 3] {
+    [
+        GITREPOSITORIES_FILE,
+        OCIREPOSITORIES_FILE,
+        KUSTOMIZATIONS_FILE,
+    ]
 }
 
 /// The files of `manifests/crds/` as `(file name, contents)`, deterministic.
 pub fn manifest_files() -> Result<Vec<(&'static str, String)>, CrdError> {
     let values = crd_values()?;
     let mut out = Vec::new();
-    for (file, value) in [GITREPOSITORIES_FILE, KUSTOMIZATIONS_FILE]
-        .into_iter()
-        .zip(values)
-    {
+    for (file, value) in crd_files().into_iter().zip(values) {
         out.push((file, render_yaml(&value)?));
     }
     let kustomize = json!({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [GITREPOSITORIES_FILE, KUSTOMIZATIONS_FILE],
+        "resources": crd_files(),
     });
     out.push((KUSTOMIZE_FILE, render_yaml(&kustomize)?));
     Ok(out)
@@ -249,7 +267,8 @@ mod tests {
     #[test]
     fn generated_crds_have_flux_shape() {
         let values = crd_values().unwrap();
-        assert_eq!(values.len(), 2);
+        assert_eq!(values.len(), crd_files().len());
+        assert_eq!(values.len(), 3);
         for v in &values {
             assert!(!contains_key(v, "nullable"));
             let root = v

@@ -5,6 +5,7 @@ pub mod crd;
 pub mod gitrepository;
 pub mod kustomization;
 pub mod meta;
+pub mod ocirepository;
 
 pub use gitrepository::{
     GitProvider, GitRepository, GitRepositoryInclude, GitRepositoryRef, GitRepositorySpec,
@@ -18,4 +19,8 @@ pub use meta::{
     Artifact, CrossNamespaceSourceReference, DependencyReference, KubeConfigReference,
     LocalObjectReference, NamespacedObjectKindReference, NamespacedObjectReference,
     SecretKeyReference, SourceKind,
+};
+pub use ocirepository::{
+    OciLayerOperation, OciLayerSelector, OciProvider, OciRepository, OciRepositoryRef,
+    OciRepositorySpec, OciRepositoryStatus, OciRepositoryVerification, OciVerificationProvider,
 };

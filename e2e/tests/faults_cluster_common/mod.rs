@@ -19,7 +19,7 @@ use rflux_common::api::kustomization::Kustomization;
 use rflux_e2e::{ControlPlane, ControlPlaneOptions, GitServer, TestRepo};
 use serde_json::{Map, Value, json};
 
-use crate::support::ensure_crd;
+use crate::support::{OUR_CRDS, ensure_crd};
 use crate::support::procs::ks_ready;
 
 /// Whether the long fault suite runs (`RFLUX_FAULTS=1`); prints why a test skips otherwise.
@@ -59,16 +59,7 @@ impl OwnPlane {
             .expect("starting the control plane");
         let plane = OwnPlane { cp };
         let client = plane.cp.client().await.expect("client");
-        for (crd, file) in [
-            (
-                "gitrepositories.source.toolkit.fluxcd.io",
-                "gitrepositories.yaml",
-            ),
-            (
-                "kustomizations.kustomize.toolkit.fluxcd.io",
-                "kustomizations.yaml",
-            ),
-        ] {
+        for (crd, file) in OUR_CRDS {
             ensure_crd(&client, crd, file).await.expect("CRD");
         }
         plane

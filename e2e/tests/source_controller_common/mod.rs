@@ -201,6 +201,7 @@ impl Harness {
             recorder: EventRecorder::new(client.clone(), "source-controller", "e2e"),
             jitter_percentage: 5,
             requeue_dependency: Duration::from_secs(2),
+            oci: Default::default(),
         });
         let api: Api<GitRepository> = Api::namespaced(client.clone(), &ns);
         let secrets: Api<PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), &ns);

@@ -31,24 +31,29 @@ pub async fn lock_crds() -> std::fs::File {
         .unwrap()
 }
 
-/// Takes the CRD lock ([`lock_crds`]) and installs our GitRepository and Kustomization CRDs
-/// when absent. Hold the returned lock.
-pub async fn lock_crds_and_install(client: &Client) -> std::fs::File {
-    let lock = lock_crds().await;
-    ensure_crd(
-        client,
+/// Our CRDs as `(name, file under manifests/crds)`: what the controllers serve and watch.
+pub const OUR_CRDS: [(&str, &str); 3] = [
+    (
         "gitrepositories.source.toolkit.fluxcd.io",
         "gitrepositories.yaml",
-    )
-    .await
-    .unwrap();
-    ensure_crd(
-        client,
+    ),
+    (
+        "ocirepositories.source.toolkit.fluxcd.io",
+        "ocirepositories.yaml",
+    ),
+    (
         "kustomizations.kustomize.toolkit.fluxcd.io",
         "kustomizations.yaml",
-    )
-    .await
-    .unwrap();
+    ),
+];
+
+/// Takes the CRD lock ([`lock_crds`]) and installs our CRDs ([`OUR_CRDS`]: GitRepository,
+/// OCIRepository, Kustomization) when absent. Hold the returned lock.
+pub async fn lock_crds_and_install(client: &Client) -> std::fs::File {
+    let lock = lock_crds().await;
+    for (name, file) in OUR_CRDS {
+        ensure_crd(client, name, file).await.unwrap();
+    }
     lock
 }
 

@@ -644,28 +644,18 @@ pub async fn apply_value(client: &Client, obj: &Value, manager: &str) -> anyhow:
     Ok(())
 }
 
-/// Installs our GitRepository and Kustomization CRDs on a control plane of the test's own
-/// (not `default`, where the CRD compatibility test swaps CRDs): when both are present it only
-/// waits until they are established, without the global CRD lock (other test binaries may hold
-/// it for minutes); otherwise it installs them under the lock ([`super::lock_crds_and_install`]).
+/// Installs our CRDs ([`super::OUR_CRDS`]) on a control plane of the test's own (not
+/// `default`, where the CRD compatibility test swaps CRDs): when all are present it only waits
+/// until they are established, without the global CRD lock (other test binaries may hold it for
+/// minutes); otherwise it installs them under the lock ([`super::lock_crds_and_install`]).
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let names = [
-        (
-            "gitrepositories.source.toolkit.fluxcd.io",
-            "gitrepositories.yaml",
-        ),
-        (
-            "kustomizations.kustomize.toolkit.fluxcd.io",
-            "kustomizations.yaml",
-        ),
-    ];
     let mut present = true;
-    for (name, _) in names {
+    for (name, _) in super::OUR_CRDS {
         present &= crds.get_opt(name).await?.is_some();
     }
     if present {
-        for (name, file) in names {
+        for (name, file) in super::OUR_CRDS {
             super::ensure_crd(client, name, file).await?;
         }
     } else {

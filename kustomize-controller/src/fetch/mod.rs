@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
 use rflux_common::digest::Verifier;
+use rflux_core::error_chain;
 
 mod error;
 mod pin;
@@ -614,19 +615,6 @@ fn status_text(status: StatusCode) -> String {
         Some(r) => format!("{} {r}", status.as_u16()),
         None => status.as_u16().to_string(),
     }
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let m = s.to_string();
-        if parts.last() != Some(&m) {
-            parts.push(m);
-        }
-        cur = s.source();
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Client, Config};
 use rflux_common::api::gitrepository::GitRepository;
+use rflux_common::api::ocirepository::OciRepository;
 use rflux_common::api::kustomization::{Kustomization, KustomizationStatus, ResourceInventory};
 use rflux_common::runtime::client::fenced_client;
 use rflux_common::runtime::fence::WriteFence;
@@ -91,6 +92,8 @@ pub struct Context {
     pub tracker: Option<Arc<Tracker>>,
     /// The GitRepository cache of the source watch, once it runs (a miss reads the API).
     pub sources: OnceLock<Store<GitRepository>>,
+    /// The OCIRepository cache of the source watch, once it runs (a miss reads the API).
+    pub oci_sources: OnceLock<Store<OciRepository>>,
     /// `--concurrent` work slots: a reconcile holds one from its start until its health
     /// check, which waits on the tracker's watches without holding it (the controller runs
     /// reconciles with no other bound).
@@ -140,6 +143,7 @@ impl Context {
             group_change_log: false,
             tracker: None,
             sources: OnceLock::new(),
+            oci_sources: OnceLock::new(),
             work_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             fence: WriteFence::open(),
             clients: Mutex::new(HashMap::new()),

@@ -1,9 +1,9 @@
 //! The binary store (reference §4): any file, kept whole as the string `data` of a JSON
 //! envelope `{"data": "ENC[…]", "sops": {…}}`; plaintext output is the raw bytes.
 
-use crate::Zeroizing;
 use crate::error::SopsError;
 use crate::tree::{Branch, Entry, Value};
+use zeroize::Zeroizing;
 
 /// Parses the JSON envelope (the JSON store's loader).
 pub fn load(bytes: &[u8]) -> Result<(Vec<Branch>, Value), SopsError> {

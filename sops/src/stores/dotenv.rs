@@ -1,12 +1,12 @@
 //! The dotenv store (reference §4, §10): `KEY=value` and `#comment` lines; the `sops` block
 //! is flattened into `sops_…=` lines of the same file.
 
-use crate::Zeroizing;
 use crate::cipher::gofmt;
 use crate::cipher::gotime::GoTime;
 use crate::error::SopsError;
 use crate::stores::flatten;
 use crate::tree::{Branch, Entry, Value};
+use zeroize::Zeroizing;
 
 /// Parses an encrypted dotenv document and its flattened `sops_` metadata.
 pub fn load(bytes: &[u8]) -> Result<(Vec<Branch>, Value), SopsError> {

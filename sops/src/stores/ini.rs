@@ -4,11 +4,11 @@
 
 mod parse;
 
-use crate::Zeroizing;
 use crate::error::SopsError;
 use crate::stores::dotenv::{bytes_value, val_to_string};
 use crate::stores::flatten;
 use crate::tree::{Branch, Entry, Value};
+use zeroize::Zeroizing;
 
 /// Parses an encrypted INI document and its `[sops]` section.
 pub fn load(bytes: &[u8]) -> Result<(Vec<Branch>, Value), SopsError> {

@@ -5,11 +5,11 @@
 
 mod parse;
 
-use crate::Zeroizing;
 use crate::cipher::gofmt;
 use crate::error::SopsError;
 use crate::stores::flatten;
 use crate::tree::{Branch, Entry, Value};
+use zeroize::Zeroizing;
 
 /// Parses an encrypted JSON document: the root must be an object with a `sops` object.
 pub fn load(bytes: &[u8]) -> Result<(Vec<Branch>, Value), SopsError> {

@@ -8,9 +8,9 @@ pub mod ini;
 pub mod json;
 pub mod yaml;
 
-use crate::Zeroizing;
 use crate::error::SopsError;
 use crate::tree::{Branch, Value};
+use zeroize::Zeroizing;
 
 /// A SOPS store format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

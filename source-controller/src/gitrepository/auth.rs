@@ -1,12 +1,10 @@
 //! Credentials from `spec.secretRef` and `spec.proxySecretRef`, as pure functions over the
 //! Secret's data.
 
-use std::collections::BTreeMap;
-
 use rflux_git::{Auth, SshAuth, TlsConfig};
 
 /// Secret data (already base64-decoded).
-pub type SecretData = BTreeMap<String, Vec<u8>>;
+pub use crate::source::context::SecretData;
 
 /// Why the secret cannot be turned into credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

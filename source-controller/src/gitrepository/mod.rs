@@ -3,7 +3,6 @@
 
 pub mod auth;
 pub mod checkout;
-pub mod context;
 pub mod controller;
 pub mod limits;
 pub mod reconcile;

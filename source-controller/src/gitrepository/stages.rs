@@ -29,28 +29,22 @@ use rflux_git::{FetchedCommit, GitError, Remote, Session};
 
 use super::auth::{SecretData, auth_from_secret, proxy_from_secret, url_redacted, validate_url};
 use super::checkout::{CheckoutError, checkout, copy_include};
-use super::context::{Context, KIND_DIR, read_secret, record};
 use super::refs::{RefError, RefSelector, Resolved, revision_commit, revision_string};
 use super::status as st;
 use super::verify::verify_fetched;
-use crate::artifact::{Artifact as StoredArtifact, IgnoreRules, git_artifact_file_name};
+use crate::artifact::{IgnoreRules, git_artifact_file_name};
+use crate::source::reconcile_storage;
+use crate::source::{SourceObject, read_secret};
 
-/// One reconcile of one object: what every stage reads.
-pub(super) struct Run<'a> {
-    pub obj: &'a GitRepository,
-    pub ns: &'a str,
-    pub name: &'a str,
-    pub ctx: &'a Context,
-    pub generation: i64,
-}
+/// Storage directory (lowercase kind).
+const KIND_DIR: &str = <GitRepository as SourceObject>::KIND_DIR;
+
+/// One reconcile of one GitRepository.
+pub(super) type Run<'a> = crate::source::Run<'a, GitRepository>;
 
 impl Run<'_> {
     fn spec(&self) -> &GitRepositorySpec {
         &self.obj.spec
-    }
-
-    async fn event(&self, t: EventType, reason: &str, message: &str) {
-        record(self.ctx, self.obj, t, reason, message, &[]).await;
     }
 }
 
@@ -84,58 +78,6 @@ pub(super) async fn pipeline(
     reconcile_include(work.path(), include_files).await?;
     reconcile_artifact(run, status, work, included, &source.revision).await?;
     Ok(Done::Built { subject })
-}
-
-/// Stage storage: the stored artifact must still exist and match its digest (a corrupt file is
-/// deleted); superseded artifacts are garbage collected and the artifact URL is rewritten for
-/// the current host name. Without a usable artifact, status says one is being built.
-async fn reconcile_storage(run: &Run<'_>, status: &mut GitRepositoryStatus) {
-    let now = jiff::Timestamp::now;
-    let Some(api_art) = status.artifact.clone() else {
-        st::progress(status, "building artifact", run.generation, now());
-        return;
-    };
-    let mut stored = st::from_api_artifact(&api_art);
-    if !stored_artifact_intact(run, &stored).await {
-        st::artifact_missing(status, run.generation, now());
-        return;
-    }
-    match run.ctx.storage.garbage_collect_async(&stored).await {
-        Ok(deleted) if !deleted.is_empty() => {
-            let message = format!("garbage collected {} artifacts", deleted.len());
-            run.event(EventType::Trace, "GarbageCollectionSucceeded", &message)
-                .await;
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
-    }
-    run.ctx.storage.set_artifact_url(&mut stored);
-    if let Some(a) = status.artifact.as_mut() {
-        a.url = stored.url;
-    }
-}
-
-/// Whether the stored artifact's file exists and has its recorded digest. A file that fails the
-/// check is deleted, with an `ArtifactVerificationFailed` event.
-async fn stored_artifact_intact(run: &Run<'_>, stored: &StoredArtifact) -> bool {
-    if !run.ctx.storage.artifact_exists(stored) {
-        return false;
-    }
-    let storage = run.ctx.storage.clone();
-    let check = stored.clone();
-    match tokio::task::spawn_blocking(move || storage.verify_artifact(&check)).await {
-        Ok(Ok(())) => true,
-        Ok(Err(e)) => {
-            let message = format!("failed to verify integrity of artifact: {e}");
-            run.event(EventType::Warning, "ArtifactVerificationFailed", &message)
-                .await;
-            if let Ok(p) = run.ctx.storage.local_path(&stored.path) {
-                let _ = std::fs::remove_file(p);
-            }
-            false
-        }
-        Err(_) => false,
-    }
 }
 
 /// Configuration that cannot work without a spec change: the pipeline stalls.

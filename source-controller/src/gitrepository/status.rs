@@ -1,38 +1,32 @@
 //! Pure status/condition transitions of the GitRepository reconciler: the conditions each stage
 //! sets, how a [`StageError`] is recorded, and the Ready summary at the end of a reconcile.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use rflux_common::api::gitrepository::{
     GitRepositorySpec, GitRepositoryStatus, GitVerificationMode,
 };
 use rflux_common::api::meta::{Artifact as ApiArtifact, revisions_equal};
 use rflux_common::runtime::StageError;
-use rflux_common::runtime::conditions::{
-    self as cond, GIT_REPOSITORY_SUMMARY, READY, RECONCILING, STALLED, SUCCEEDED_REASON,
+use rflux_common::runtime::conditions::{self as cond, SUCCEEDED_REASON};
+
+use crate::source::status as source_status;
+pub use crate::source::status::{
+    ARTIFACT_IN_STORAGE, ARTIFACT_OUTDATED, FETCH_FAILED, NEW_REVISION, PROGRESSING,
+    SOURCE_VERIFIED, STORAGE_OPERATION_FAILED, artifact_missing, begin, finish, from_api_artifact,
+    had_failure, progress, record_failure, to_api_artifact,
 };
-
-use crate::artifact::Artifact as StoredArtifact;
-
-pub const ARTIFACT_IN_STORAGE: &str = "ArtifactInStorage";
-pub const ARTIFACT_OUTDATED: &str = "ArtifactOutdated";
-pub const FETCH_FAILED: &str = "FetchFailed";
 pub const INCLUDE_UNAVAILABLE: &str = "IncludeUnavailable";
-pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
-pub const SOURCE_VERIFIED: &str = "SourceVerified";
 
 pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
 pub const URL_INVALID: &str = "URLInvalid";
 pub const GIT_OPERATION_FAILED: &str = "GitOperationFailed";
 pub const EMPTY_GIT_REPOSITORY: &str = "EmptyGitRepository";
 pub const INVALID_PROVIDER_CONFIGURATION: &str = "InvalidProviderConfiguration";
-pub const NEW_REVISION: &str = "NewRevision";
 pub const INCLUDE_CHANGE: &str = "IncludeChange";
 pub const NOT_FOUND: &str = "NotFound";
 pub const NO_ARTIFACT: &str = "NoArtifact";
 pub const ARCHIVE_OPERATION_FAILED: &str = "ArchiveOperationFailed";
 pub const DIRECTORY_CREATION_FAILED: &str = "DirectoryCreationFailed";
 pub const VERIFICATION_ERROR: &str = "VerificationError";
-pub const PROGRESSING: &str = "Progressing";
 
 /// `stored artifact for revision '<rev>'`.
 pub fn stored_message(revision: &str) -> String {
@@ -47,32 +41,6 @@ pub fn new_artifact_message(commit_message: &str) -> String {
         short.push_str("...");
     }
     format!("stored artifact for commit '{short}'")
-}
-
-/// Maps a stored artifact to the API type.
-pub fn to_api_artifact(a: &StoredArtifact, now: jiff::Timestamp) -> ApiArtifact {
-    let ts = a.last_update_time.parse::<jiff::Timestamp>().unwrap_or(now);
-    ApiArtifact {
-        path: a.path.clone(),
-        url: a.url.clone(),
-        revision: a.revision.clone(),
-        digest: a.digest.clone(),
-        last_update_time: Time(cond::truncate_to_seconds(ts)),
-        size: i64::try_from(a.size).ok(),
-        metadata: None,
-    }
-}
-
-/// Maps the API artifact back to the storage type.
-pub fn from_api_artifact(a: &ApiArtifact) -> StoredArtifact {
-    StoredArtifact {
-        path: a.path.clone(),
-        url: a.url.clone(),
-        revision: a.revision.clone(),
-        digest: a.digest.clone(),
-        last_update_time: a.last_update_time.0.to_string(),
-        size: a.size.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
-    }
 }
 
 /// The content-affecting spec fields differ from what the stored artifact was built with.
@@ -235,54 +203,6 @@ pub fn verification_failed(e: &super::verify::VerificationError) -> StageError {
     }
 }
 
-/// `Reconciling=True` at the start of a reconcile. Returns true when the generation
-/// changed (the caller then patches right away).
-pub fn begin(status: &mut GitRepositoryStatus, generation: i64, now: jiff::Timestamp) -> bool {
-    let observed = status.observed_generation.unwrap_or(-1);
-    let changed = observed != generation;
-    let msg = if changed {
-        format!("processing object: new generation {observed} -> {generation}")
-    } else {
-        cond::RECONCILIATION_IN_PROGRESS_MSG.to_string()
-    };
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    cond::mark_reconciling(conds, PROGRESSING, &msg, Some(generation), now);
-    changed
-}
-
-/// Reconciling (and Ready, when Unknown) with a progress message such as `building artifact`.
-pub fn progress(
-    status: &mut GitRepositoryStatus,
-    msg: &str,
-    generation: i64,
-    now: jiff::Timestamp,
-) {
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    cond::mark_reconciling(conds, PROGRESSING, msg, Some(generation), now);
-}
-
-/// The artifact vanished from the storage or failed verification: drop it.
-pub fn artifact_missing(status: &mut GitRepositoryStatus, generation: i64, now: jiff::Timestamp) {
-    status.artifact = None;
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    cond::delete(conds, ARTIFACT_IN_STORAGE);
-    cond::mark_reconciling(
-        conds,
-        PROGRESSING,
-        "building artifact: disappeared from storage",
-        Some(generation),
-        now,
-    );
-    cond::mark_unknown(
-        conds,
-        READY,
-        PROGRESSING,
-        "building artifact: disappeared from storage",
-        Some(generation),
-        now,
-    );
-}
-
 /// A new upstream revision is about to be built.
 pub fn new_revision(
     status: &mut GitRepositoryStatus,
@@ -290,26 +210,8 @@ pub fn new_revision(
     generation: i64,
     now: jiff::Timestamp,
 ) {
-    if status.artifact.is_none() {
-        progress(status, "building artifact", generation, now);
-        return;
-    }
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    cond::mark_true(
-        conds,
-        ARTIFACT_OUTDATED,
-        NEW_REVISION,
-        &format!("new upstream revision '{revision}'"),
-        Some(generation),
-        now,
-    );
-    cond::mark_reconciling(
-        conds,
-        PROGRESSING,
-        &format!("building artifact: new upstream revision '{revision}'"),
-        Some(generation),
-        now,
-    );
+    let outdated = format!("new upstream revision '{revision}'");
+    source_status::new_revision(status, &outdated, generation, now);
 }
 
 /// The stored artifact stays valid: re-mark ArtifactInStorage and clear failures.
@@ -319,23 +221,7 @@ pub fn keep_artifact(
     generation: i64,
     now: jiff::Timestamp,
 ) {
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    cond::mark_true(
-        conds,
-        ARTIFACT_IN_STORAGE,
-        SUCCEEDED_REASON,
-        &stored_message(revision),
-        Some(generation),
-        now,
-    );
-    for t in [
-        FETCH_FAILED,
-        STORAGE_OPERATION_FAILED,
-        INCLUDE_UNAVAILABLE,
-        ARTIFACT_OUTDATED,
-    ] {
-        cond::delete(conds, t);
-    }
+    source_status::keep_artifact(status, &stored_message(revision), generation, now);
 }
 
 /// A new artifact is stored: set it and the observed fields.
@@ -357,87 +243,15 @@ pub fn artifact_stored(
     keep_artifact(status, &revision, generation, now);
 }
 
-/// Records a failed stage (the other failure conditions are cleared: one failure at a time).
-pub fn record_failure(
-    status: &mut GitRepositoryStatus,
-    err: &StageError,
-    generation: i64,
-    now: jiff::Timestamp,
-) {
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    for t in [FETCH_FAILED, STORAGE_OPERATION_FAILED, INCLUDE_UNAVAILABLE] {
-        if t != err.condition {
-            cond::delete(conds, t);
-        }
-    }
-    if err.condition == SOURCE_VERIFIED {
-        cond::mark_false(
-            conds,
-            SOURCE_VERIFIED,
-            err.reason,
-            &err.message,
-            Some(generation),
-            now,
-        );
-    } else {
-        cond::mark_true(
-            conds,
-            err.condition,
-            err.reason,
-            &err.message,
-            Some(generation),
-            now,
-        );
-    }
-}
-
-/// End of reconcile: summarise Ready from the other conditions and compute observedGeneration. `result` is `Ok` for
-/// success (including no-op), the stage error otherwise.
-pub fn finish(
-    status: &mut GitRepositoryStatus,
-    result: Result<(), &StageError>,
-    generation: i64,
-    requested_at: Option<&str>,
-    now: jiff::Timestamp,
-) {
-    if let Some(r) = requested_at {
-        status.last_handled_reconcile_at = Some(r.to_string());
-    }
-    let conds = status.conditions.get_or_insert_with(Vec::new);
-    match result {
-        Ok(()) => {
-            cond::delete(conds, RECONCILING);
-            cond::delete(conds, STALLED);
-            cond::set_summary(conds, &GIT_REPOSITORY_SUMMARY, Some(generation), now);
-            if cond::is_true(conds, READY) {
-                status.observed_generation = Some(generation);
-            }
-        }
-        Err(e) if e.severity.stalls() => {
-            cond::mark_stalled(conds, e.reason, &e.message, Some(generation), now);
-            status.observed_generation = Some(generation);
-        }
-        Err(_) => {
-            cond::delete(conds, STALLED);
-            cond::set_summary(conds, &GIT_REPOSITORY_SUMMARY, Some(generation), now);
-            cond::finalize_status(conds, generation, now);
-        }
-    }
-}
-
-/// Conditions that, when cleared by a success, deserve a recovery event.
-pub fn had_failure(conditions: &[Condition]) -> bool {
-    [FETCH_FAILED, INCLUDE_UNAVAILABLE, STORAGE_OPERATION_FAILED]
-        .iter()
-        .any(|t| cond::is_true(conditions, t))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::artifact::Artifact as StoredArtifact;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use rflux_common::runtime::Severity;
     use rflux_common::runtime::conditions::{KStatus, kstatus};
+    use rflux_common::runtime::conditions::{READY, RECONCILING, STALLED};
 
     fn now() -> jiff::Timestamp {
         jiff::Timestamp::from_second(1_800_000_000).unwrap()
@@ -514,7 +328,7 @@ mod tests {
         assert!(cond::is_true(c, ARTIFACT_IN_STORAGE));
         assert_eq!(st.artifact.as_ref().unwrap().revision, "main@sha1:abc");
         // Recovery clears FetchFailed.
-        assert!(had_failure(c));
+        assert!(had_failure::<GitRepositoryStatus>(c));
         begin(&mut st, 1, now());
         keep_artifact(&mut st, "main@sha1:abc", 1, now());
         finish(&mut st, Ok(()), 1, None, now());

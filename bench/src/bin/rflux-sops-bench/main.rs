@@ -224,6 +224,7 @@ async fn run(args: &Args, work: &Path) -> anyhow::Result<Outcome> {
     let kubeconfig = cp.kubeconfig_path().to_path_buf();
     let mut crds = vec![
         repo_root().join("manifests/crds/gitrepositories.yaml"),
+        repo_root().join("manifests/crds/ocirepositories.yaml"),
         repo_root().join("manifests/crds/kustomizations.yaml"),
     ];
     if args.impls.iter().any(|i| i == "flux") {

@@ -2,7 +2,7 @@
 //! into line, head and foot comments tied to tokens by go-yaml v3's rules, and the
 //! placement of BLOCK-END tokens before the feet of the blocks they close.
 
-use super::Fail;
+use super::scanner::Fail;
 use super::scanner::{CommentRec, Mark, Scanner, Tok, Token, is_blank, is_break, is_breakz};
 
 impl Scanner {

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use super::Fail;
 use super::parser::{Ev, Event, Parser};
 use super::resolve::{MERGE, STR, resolve_plain, short_tag};
+use super::scanner::Fail;
 use super::scanner::Style;
 
 /// Deepest nesting of collections (the tree allows 256 levels below the document).

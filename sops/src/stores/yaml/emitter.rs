@@ -4,8 +4,8 @@
 
 use zeroize::Zeroize;
 
-use crate::Zeroizing;
 use crate::error::SopsError;
+use zeroize::Zeroizing;
 
 use super::analyze::{Analysis, analyze};
 use super::nodes::{EEvent, EvKind, Events};

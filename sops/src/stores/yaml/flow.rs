@@ -1,8 +1,8 @@
 //! The event parser's flow collections: `[a, b]`, `{a: b}` and single-pair mappings inside
 //! flow sequences (`[a: b]`), with go-yaml v3's handling of empty keys and values.
 
-use super::Fail;
 use super::parser::{Ev, Event, Parser, State};
+use super::scanner::Fail;
 use super::scanner::Tok;
 
 impl Parser {

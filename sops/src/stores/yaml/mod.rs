@@ -42,70 +42,12 @@ mod scanner;
 mod totree;
 mod writer;
 
-use crate::Zeroizing;
+use scanner::Fail;
+
 use crate::error::SopsError;
 use crate::tree::{Branch, Entry, Value};
+use zeroize::Zeroizing;
 
-use scanner::Mark;
-
-/// Why parsing failed (internal; becomes [`SopsError::Load`]).
-#[derive(Debug)]
-enum Fail {
-    Syntax {
-        context_mark: Mark,
-        problem: String,
-        problem_mark: Mark,
-        scanner: bool,
-    },
-    Msg(String),
-}
-
-impl Fail {
-    fn scanner(_context: &str, context_mark: Mark, problem: &str, problem_mark: Mark) -> Fail {
-        Fail::Syntax {
-            context_mark,
-            problem: problem.into(),
-            problem_mark,
-            scanner: true,
-        }
-    }
-
-    fn parser(_context: &str, context_mark: Mark, problem: &str, problem_mark: Mark) -> Fail {
-        Fail::Syntax {
-            context_mark,
-            problem: problem.into(),
-            problem_mark,
-            scanner: false,
-        }
-    }
-
-    /// go-yaml's wording: `yaml: line N: problem`.
-    fn message(&self) -> String {
-        match self {
-            Fail::Msg(m) => m.clone(),
-            Fail::Syntax {
-                context_mark,
-                problem,
-                problem_mark,
-                scanner,
-            } => {
-                let extra = i64::from(*scanner);
-                let line = if context_mark.line != 0 {
-                    context_mark.line + extra
-                } else if problem_mark.line != 0 {
-                    problem_mark.line + extra
-                } else {
-                    0
-                };
-                if line != 0 {
-                    format!("yaml: line {line}: {problem}")
-                } else {
-                    format!("yaml: {problem}")
-                }
-            }
-        }
-    }
-}
 
 /// Decodes the input as go-yaml's reader does: UTF-8 (an initial BOM is dropped), no
 /// control characters other than tab, line feed and carriage return.

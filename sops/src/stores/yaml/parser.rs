@@ -1,7 +1,7 @@
 //! The event parser: tokens → events (document, collection, scalar, alias), routing the
 //! scanned comments to events as go-yaml v3 does (head, line and foot comments).
 
-use super::Fail;
+use super::scanner::Fail;
 use super::scanner::{Mark, Scanner, Style, Tok};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

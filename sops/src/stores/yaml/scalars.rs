@@ -1,7 +1,7 @@
 //! Scanning of the tokens that carry text: directives, anchors, tags and the five scalar
 //! styles (plain, single- and double-quoted, literal and folded blocks).
 
-use super::Fail;
+use super::scanner::Fail;
 use super::scanner::{
     Mark, Scanner, Style, Tok, Token, is_alpha, is_blank, is_blankz, is_break, is_breakz,
 };

@@ -6,8 +6,6 @@
 
 use std::collections::HashMap;
 
-use super::Fail;
-
 /// A position in the input (0-based; `index` counts characters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Mark {
@@ -644,5 +642,74 @@ impl Scanner {
         self.simple_key_allowed = false;
         let token = self.scan_plain_scalar()?;
         self.insert_token(None, token)
+    }
+}
+
+/// Why parsing failed (internal; becomes [`SopsError::Load`]).
+#[derive(Debug)]
+pub(super) enum Fail {
+    Syntax {
+        context_mark: Mark,
+        problem: String,
+        problem_mark: Mark,
+        scanner: bool,
+    },
+    Msg(String),
+}
+
+impl Fail {
+    pub(super) fn scanner(
+        _context: &str,
+        context_mark: Mark,
+        problem: &str,
+        problem_mark: Mark,
+    ) -> Fail {
+        Fail::Syntax {
+            context_mark,
+            problem: problem.into(),
+            problem_mark,
+            scanner: true,
+        }
+    }
+
+    pub(super) fn parser(
+        _context: &str,
+        context_mark: Mark,
+        problem: &str,
+        problem_mark: Mark,
+    ) -> Fail {
+        Fail::Syntax {
+            context_mark,
+            problem: problem.into(),
+            problem_mark,
+            scanner: false,
+        }
+    }
+
+    /// go-yaml's wording: `yaml: line N: problem`.
+    pub(super) fn message(&self) -> String {
+        match self {
+            Fail::Msg(m) => m.clone(),
+            Fail::Syntax {
+                context_mark,
+                problem,
+                problem_mark,
+                scanner,
+            } => {
+                let extra = i64::from(*scanner);
+                let line = if context_mark.line != 0 {
+                    context_mark.line + extra
+                } else if problem_mark.line != 0 {
+                    problem_mark.line + extra
+                } else {
+                    0
+                };
+                if line != 0 {
+                    format!("yaml: line {line}: {problem}")
+                } else {
+                    format!("yaml: {problem}")
+                }
+            }
+        }
     }
 }

@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use base64::Engine;
 
-use super::Fail;
 use super::compose::{Kind, MAX_DEPTH, Node};
 use super::resolve::{BINARY, MERGE, NULL, Resolved, STR, resolve_tagged};
+use super::scanner::Fail;
 use crate::tree::{Branch, Entry, Value};
 
 /// How many tree items alias expansion may add beyond the document's own nodes.

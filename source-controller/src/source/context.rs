@@ -1,19 +1,17 @@
-//! What the GitRepository reconcile and its stages share: the reconciler's state, and the two
-//! calls to the outside world every stage may make (an event, a Secret).
+//! What every source reconcile and its stages share: the reconciler's state, and the two calls
+//! to the outside world every stage may make (an event, a Secret).
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
+use std::collections::BTreeMap;
+
 use kube::api::Api;
-use rflux_common::api::gitrepository::GitRepository;
+use kube::{Client, Resource};
 use rflux_common::runtime::{EventRecorder, EventType};
 
-use super::auth::SecretData;
 use crate::artifact::Storage;
 
-/// Storage directory (lowercase kind).
-pub const KIND_DIR: &str = "gitrepository";
 /// Field manager / reporting controller.
 pub const CONTROLLER_NAME: &str = "source-controller";
 
@@ -27,12 +25,17 @@ pub struct Context {
     pub jitter_percentage: u8,
     /// `--requeue-dependency`.
     pub requeue_dependency: Duration,
+    /// Bounds on OCI registry content.
+    pub oci: crate::ocirepository::OciSettings,
 }
 
+/// The data of a Secret, by key.
+pub type SecretData = BTreeMap<String, Vec<u8>>;
+
 /// Records an event about `obj`; a failure to record is logged, not returned.
-pub(super) async fn record(
+pub async fn record<K: Resource<DynamicType = ()>>(
     ctx: &Context,
-    obj: &GitRepository,
+    obj: &K,
     t: EventType,
     reason: &str,
     message: &str,
@@ -44,13 +47,13 @@ pub(super) async fn record(
 }
 
 /// The data of Secret `ns/name` (`data`, overlaid with `stringData`).
-pub(super) async fn read_secret(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Result<SecretData, kube::Error> {
+pub async fn read_secret(client: &Client, ns: &str, name: &str) -> Result<SecretData, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let s = api.get(name).await?;
+    Ok(secret_data(api.get(name).await?))
+}
+
+/// A Secret's `data`, overlaid with `stringData`.
+pub fn secret_data(s: Secret) -> SecretData {
     let mut out: SecretData = s
         .data
         .unwrap_or_default()
@@ -60,5 +63,5 @@ pub(super) async fn read_secret(
     for (k, v) in s.string_data.unwrap_or_default() {
         out.insert(k, v.into_bytes());
     }
-    Ok(out)
+    out
 }
