@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: release builds, then each benchmark prints its table (kustomize engine, build
-# time inside the controller vs Flux, then source-controller clone+package). Results:
+# time inside the controller vs Flux, source-controller clone+package, SOPS and OCIRepository
+# against Flux). Results:
 # target/bench/*.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +19,4 @@ else
 fi
 scripts/bench-source.sh
 scripts/bench-sops.sh
+scripts/bench-oci.sh

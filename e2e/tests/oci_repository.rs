@@ -240,28 +240,29 @@ async fn ocirepository_follows_flux_pushed_artifacts() {
         obj.status.unwrap().artifact.unwrap().metadata.unwrap()["org.opencontainers.image.revision"],
         REV2
     );
-    // A reconcile with nothing new downloads nothing and keeps the same artifact.
-    let before = h
-        .api
-        .get("latest")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .artifact
-        .unwrap();
-    h.request("latest").await;
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    let after = h
-        .api
-        .get("latest")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .artifact
-        .unwrap();
+    // A reconcile with nothing new downloads nothing (one HEAD for the tag, no manifest GET, no
+    // blob) and keeps the same artifact.
+    let before = h.api.get("latest").await.unwrap().status.unwrap().artifact;
+    let blobs = registry_requests(&reg, "GET", repo, "blobs");
+    let manifests = registry_requests(&reg, "GET", repo, "manifests");
+    let heads = registry_requests(&reg, "HEAD", repo, "manifests");
+    let after = h.reconcile_now("latest").await.status.unwrap().artifact;
     assert_eq!(before, after);
+    assert_eq!(
+        registry_requests(&reg, "GET", repo, "blobs"),
+        blobs,
+        "no blob downloaded"
+    );
+    assert_eq!(
+        registry_requests(&reg, "GET", repo, "manifests"),
+        manifests,
+        "no manifest downloaded"
+    );
+    assert_eq!(
+        registry_requests(&reg, "HEAD", repo, "manifests"),
+        heads + 1,
+        "one HEAD resolved the tag"
+    );
 
     // Deletion removes the object's storage directory.
     let dir = h

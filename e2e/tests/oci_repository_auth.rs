@@ -8,6 +8,9 @@
 mod oci_common;
 mod support;
 
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use oci_common::*;
@@ -16,6 +19,7 @@ use rflux_e2e::registry::push::push_artifact;
 use rflux_e2e::registry::{Registry, RegistryMode};
 use serde_json::json;
 use source_controller::ocirepository::OciSettings;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SOURCE: &str = "https://git.example/app.git";
 const REV: &str = "main@sha1:3333333333333333333333333333333333333333";
@@ -32,6 +36,64 @@ fn skip() -> bool {
     }
     false
 }
+
+/// A forward HTTP proxy: each connection's first request names its target in absolute form
+/// (`GET http://host:port/… HTTP/1.1`); the bytes go to that target unchanged (Go's server
+/// accepts absolute-form requests) and back. The host `registry.proxy.test`, which nothing else
+/// resolves, is reached at 127.0.0.1. Records each connection's first request line and whether
+/// it carried `Proxy-Authorization` with `expected_auth`.
+async fn forward_proxy(
+    expected_auth: String,
+) -> (std::net::SocketAddr, Arc<Mutex<Vec<(String, bool)>>>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = l.accept().await {
+            let record = record.clone();
+            let expected_auth = expected_auth.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                    let Ok(n) = client.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+                let text = String::from_utf8_lossy(&head).to_string();
+                let line = text.lines().next().unwrap_or_default().to_string();
+                let authed = text.lines().any(|l| {
+                    l.to_ascii_lowercase().starts_with("proxy-authorization:")
+                        && l.ends_with(&expected_auth)
+                });
+                record.lock().unwrap().push((line.clone(), authed));
+                let target = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|u| u.strip_prefix("http://"))
+                    .and_then(|u| u.split('/').next())
+                    .unwrap_or_default()
+                    .replace(PROXY_ONLY_HOST, "127.0.0.1");
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                if upstream.write_all(&head).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A host name only the test proxy resolves.
+const PROXY_ONLY_HOST: &str = "registry.proxy.test";
 
 fn creds() -> (String, String) {
     ("puller".to_string(), "s3cret-pass".to_string())
@@ -136,6 +198,62 @@ async fn ocirepository_authenticates_like_flux() {
     assert!(
         !pulls.is_empty(),
         "a pull token was issued to the Secret's user"
+    );
+
+    // proxySecretRef: the registry is named by a host only the proxy resolves, so Ready proves
+    // that every request went through the proxy; each connection carried its credentials.
+    let plain = Registry::start(RegistryMode::Http).unwrap();
+    let dp = push_artifact(&plain, "via/proxy", "latest", content.path(), SOURCE, REV).unwrap();
+    let basic_auth = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("proxy-user:proxy-pass")
+    );
+    let (proxy_addr, seen) = forward_proxy(basic_auth).await;
+    h.secret(
+        "proxy",
+        "Opaque",
+        json!({"address": format!("http://{proxy_addr}"), "username": "proxy-user",
+               "password": "proxy-pass"}),
+    )
+    .await;
+    let via_proxy = format!("oci://{PROXY_ONLY_HOST}:{}/via/proxy", plain.port());
+    h.create(
+        "proxied",
+        &via_proxy,
+        json!({"proxySecretRef": {"name": "proxy"}, "insecure": true}),
+    )
+    .await;
+    h.wait_ready("proxied", &format!("latest@{dp}")).await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|(l, _)| l.starts_with(&format!("GET http://{PROXY_ONLY_HOST}:"))),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .filter(|(l, _)| l.starts_with("GET ") || l.starts_with("HEAD "))
+            .all(|(_, authed)| *authed),
+        "proxy credentials on every request: {seen:?}"
+    );
+    h.secret("no-address", "Opaque", json!({"username": "u"}))
+        .await;
+    h.create(
+        "proxy-no-address",
+        &via_proxy,
+        json!({"proxySecretRef": {"name": "no-address"}}),
+    )
+    .await;
+    let bad = h
+        .wait_failed("proxy-no-address", "AuthenticationFailed")
+        .await;
+    assert!(
+        condition(&bad, "Ready")
+            .unwrap()
+            .message
+            .starts_with("failed to get proxy address:"),
+        "{:?}",
+        condition(&bad, "Ready")
     );
 
     // HTTPS: refused without the CA, accepted with certSecretRef ca.crt; mTLS with the pair.

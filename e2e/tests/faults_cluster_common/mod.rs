@@ -19,8 +19,8 @@ use rflux_common::api::kustomization::Kustomization;
 use rflux_e2e::{ControlPlane, ControlPlaneOptions, GitServer, TestRepo};
 use serde_json::{Map, Value, json};
 
-use crate::support::{OUR_CRDS, ensure_crd};
 use crate::support::procs::ks_ready;
+use crate::support::{OUR_CRDS, ensure_crd};
 
 /// Whether the long fault suite runs (`RFLUX_FAULTS=1`); prints why a test skips otherwise.
 pub fn enabled(test: &str) -> bool {

@@ -127,8 +127,8 @@ impl OciHarness {
             .unwrap();
     }
 
-    /// Asks for a reconcile now (`reconcile.fluxcd.io/requestedAt`).
-    pub async fn request(&self, name: &str) {
+    /// Asks for a reconcile now (`reconcile.fluxcd.io/requestedAt`); returns the value asked.
+    pub async fn request(&self, name: &str) -> String {
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -143,6 +143,19 @@ impl OciHarness {
             )
             .await
             .unwrap();
+        at
+    }
+
+    /// Asks for a reconcile and waits until it has been handled (`lastHandledReconcileAt`).
+    pub async fn reconcile_now(&self, name: &str) -> OciRepository {
+        let at = self.request(name).await;
+        self.wait(name, "the reconcile request handled", |o| {
+            o.status
+                .as_ref()
+                .and_then(|s| s.last_handled_reconcile_at.as_deref())
+                == Some(at.as_str())
+        })
+        .await
     }
 
     /// Waits (up to 60 s) until `pred` holds; panics with the last status otherwise.
@@ -319,4 +332,19 @@ pub fn content_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
         std::fs::write(full, data).unwrap();
     }
     dir
+}
+
+/// How many requests of `method` for paths under `/v2/<repo>/<kind>/` the registry has logged.
+pub fn registry_requests(
+    reg: &rflux_e2e::registry::Registry,
+    method: &str,
+    repo: &str,
+    kind: &str,
+) -> usize {
+    let log = std::fs::read_to_string(reg.log_path()).unwrap_or_default();
+    let needle = format!("/v2/{repo}/{kind}/");
+    log.lines()
+        .filter(|l| l.contains(&format!("http.request.method={method} ")) && l.contains(&needle))
+        .filter(|l| l.contains("response completed"))
+        .count()
 }

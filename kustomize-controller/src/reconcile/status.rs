@@ -144,6 +144,7 @@ pub fn conclude(
                 &done.digest,
                 RECONCILIATION_SUCCEEDED_REASON,
                 &done.revision,
+                done.origin_revision.as_deref(),
                 now,
                 elapsed,
             );
@@ -267,6 +268,7 @@ pub fn record_history(
     digest: &str,
     status: &str,
     revision: &str,
+    origin_revision: Option<&str>,
     now: Timestamp,
     duration: Duration,
 ) {
@@ -290,13 +292,20 @@ pub fn record_history(
             last_reconciled_duration: dur,
             last_reconciled_status: status.to_string(),
             total_reconciliations: 1,
-            metadata: Some(BTreeMap::from([(
-                "revision".to_string(),
-                revision.to_string(),
-            )])),
+            metadata: Some(history_metadata(revision, origin_revision)),
         },
     );
     history.truncate(HISTORY_LIMIT);
+}
+
+/// A history entry's metadata, as Flux writes it: the revision, and the origin revision (the
+/// artifact's `org.opencontainers.image.revision`) when there is one.
+fn history_metadata(revision: &str, origin_revision: Option<&str>) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::from([("revision".to_string(), revision.to_string())]);
+    if let Some(o) = origin_revision.filter(|o| !o.is_empty()) {
+        m.insert("originRevision".to_string(), o.to_string());
+    }
+    m
 }
 
 #[cfg(test)]
@@ -559,6 +568,7 @@ mod tests {
             "sha256:a",
             "ReconciliationSucceeded",
             "r1",
+            None,
             now,
             Duration::from_secs(1),
         );
@@ -567,6 +577,7 @@ mod tests {
             "sha256:a",
             "ReconciliationSucceeded",
             "r1",
+            None,
             now,
             Duration::from_secs(2),
         );
@@ -579,12 +590,26 @@ mod tests {
                 &format!("sha256:{i}"),
                 "x",
                 "r",
+                Some("main@sha1:abc"),
                 now,
                 Duration::ZERO,
             );
         }
         assert_eq!(h.len(), HISTORY_LIMIT);
         assert_eq!(h[0].digest, "sha256:5");
+        let meta = h[0].metadata.as_ref().unwrap();
+        assert_eq!(meta["originRevision"], "main@sha1:abc");
+        assert_eq!(meta["revision"], "r");
+    }
+
+    #[test]
+    fn history_names_the_origin_revision_only_when_known() {
+        assert_eq!(
+            history_metadata("r", None),
+            BTreeMap::from([("revision".to_string(), "r".to_string())])
+        );
+        assert_eq!(history_metadata("r", Some("")).len(), 1);
+        assert_eq!(history_metadata("r", Some("o"))["originRevision"], "o");
     }
 
     #[test]

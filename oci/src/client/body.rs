@@ -75,9 +75,70 @@ impl Diagnostic {
         let mut s = format!("{}: {}", self.code, self.message);
         if let Some(d) = self.detail.as_ref().filter(|d| !d.is_null()) {
             s.push_str("; ");
-            s.push_str(&d.to_string());
+            go_value(d, &mut s);
         }
         s
+    }
+}
+
+/// Appends a decoded JSON value the way Go's `%v` prints an `any` holding it: strings bare,
+/// objects as `map[k:v]` with sorted keys, arrays as `[a b]`, `null` as `<nil>`, numbers as
+/// `float64` with `%v` (shortest form, exponent from 1e21).
+fn go_value(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Null => out.push_str("<nil>"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::String(t) => out.push_str(t),
+        Value::Number(n) => out.push_str(&go_float(n.as_f64().unwrap_or(0.0))),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                go_value(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push_str("map[");
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(k);
+                out.push(':');
+                go_value(&map[k.as_str()], out);
+            }
+            out.push(']');
+        }
+    }
+}
+
+/// Go's `%v` of a `float64`: `%g` with the shortest representation, which switches to an
+/// exponent (`1e+21`) when the exponent is below -4 or at least 21.
+fn go_float(f: f64) -> String {
+    if f == 0.0 {
+        return "0".into();
+    }
+    let exp = f.abs().log10().floor();
+    if (-4.0..21.0).contains(&exp) {
+        format!("{f}")
+    } else {
+        let s = format!("{f:e}");
+        match s.split_once('e') {
+            Some((m, e)) => {
+                let (sign, digits) = match e.strip_prefix('-') {
+                    Some(d) => ('-', d),
+                    None => ('+', e),
+                };
+                format!("{m}e{sign}{digits:0>2}")
+            }
+            None => s,
+        }
     }
 }
 
@@ -150,7 +211,8 @@ impl Client {
         let status = resp.status();
         let body = read_prefix(resp, self.limits.max_error_body).await;
         let detail = self.scrub(&render_error(status, method, &body));
-        let url = url.split('?').next().unwrap_or(url).to_string();
+        // go-containerregistry's `transport.Error`: `<METHOD> <url>: <detail>`.
+        let url = format!("{method} {}", url.split('?').next().unwrap_or(url));
         match status {
             StatusCode::UNAUTHORIZED => OciError::Unauthorized { url, detail },
             StatusCode::FORBIDDEN => OciError::Forbidden { url, detail },

@@ -65,7 +65,17 @@ fn registry_error_bodies_render_like_go_containerregistry() {
     let one = br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{"Tag":"latest"}}]}"#;
     assert_eq!(
         render_error(StatusCode::NOT_FOUND, "GET", one),
-        r#"MANIFEST_UNKNOWN: manifest unknown; {"Tag":"latest"}"#
+        "MANIFEST_UNKNOWN: manifest unknown; map[Tag:latest]"
+    );
+    let detail = br#"{"errors":[{"code":"X","message":"m","detail":{"b":[1,2.5,true,null],"a":"s","c":1e21,"d":0.00001}}]}"#;
+    assert_eq!(
+        render_error(StatusCode::BAD_REQUEST, "GET", detail),
+        "X: m; map[a:s b:[1 2.5 true <nil>] c:1e+21 d:1e-05]"
+    );
+    let text = br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":"unknown tag=nope"}]}"#;
+    assert_eq!(
+        render_error(StatusCode::NOT_FOUND, "GET", text),
+        "MANIFEST_UNKNOWN: manifest unknown; unknown tag=nope"
     );
     let two = br#"{"errors":[{"code":"A","message":"a"},{"code":"B","message":"b"}]}"#;
     assert_eq!(

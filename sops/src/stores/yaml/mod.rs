@@ -48,7 +48,6 @@ use crate::error::SopsError;
 use crate::tree::{Branch, Entry, Value};
 use zeroize::Zeroizing;
 
-
 /// Decodes the input as go-yaml's reader does: UTF-8 (an initial BOM is dropped), no
 /// control characters other than tab, line feed and carriage return.
 fn decode_input(bytes: &[u8]) -> Result<Vec<char>, SopsError> {

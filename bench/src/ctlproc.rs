@@ -1,4 +1,6 @@
-//! Controller processes and small host helpers.
+//! Controller processes and small host helpers, shared by the benchmark binaries that run one
+//! controller per implementation (`rflux-sops-bench`, `rflux-oci-bench`; each includes this file
+//! with `#[path]`).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -65,6 +67,14 @@ impl Proc {
             .ok()
             .and_then(|s| metrics::cpu_ticks_from_stat(&s))
             .map_or(0.0, |t| t as f64 / 100.0)
+    }
+
+    /// Peak resident set (`VmHWM`), MiB.
+    pub fn peak_rss_mib(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| metrics::status_kib(&s, "VmHWM"))
+            .map_or(f64::NAN, |k| k as f64 / 1024.0)
     }
 
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
