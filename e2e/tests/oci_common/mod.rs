@@ -146,6 +146,15 @@ impl OciHarness {
         at
     }
 
+    /// Waits (up to 60 s) until the object is gone (finalized).
+    pub async fn wait_gone(&self, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.api.get_opt(name).await.unwrap().is_some() {
+            assert!(Instant::now() < deadline, "{name} was not finalized");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Asks for a reconcile and waits until it has been handled (`lastHandledReconcileAt`).
     pub async fn reconcile_now(&self, name: &str) -> OciRepository {
         let at = self.request(name).await;
