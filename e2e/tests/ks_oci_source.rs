@@ -16,7 +16,8 @@
 //!    Kustomization's interval is an hour, and nothing else touches it).
 //! 4. `--no-cross-namespace-refs`: an OCIRepository (and a GitRepository) in another namespace
 //!    is refused, Stalled with `AccessDenied` and Flux's message; a missing OCIRepository is
-//!    `ArtifactFailed` "Source 'OCIRepository/<ns>/<name>' not found"; a Bucket is refused.
+//!    `ArtifactFailed` `ocirepositories.source.toolkit.fluxcd.io "<name>" not found` (Flux's
+//!    message: the API server's); a Bucket is refused.
 //! 5. Deletion prunes what the OCI artifact applied.
 //!
 //! Holds `<e2e state>/crds.lock` so the CRD compatibility test cannot swap CRDs meanwhile.
@@ -279,7 +280,7 @@ async fn kustomization_applies_oci_repository_artifacts() {
         json!({"kind": "OCIRepository", "name": "nope"}),
     )
     .await;
-    let want = format!("Source 'OCIRepository/{ns}/nope' not found");
+    let want = r#"ocirepositories.source.toolkit.fluxcd.io "nope" not found"#.to_string();
     wait_ks(&ks_api, &mut ctl, TIMEOUT, "missing", "not found", |k| {
         failed(k, "ArtifactFailed", &want)
     })

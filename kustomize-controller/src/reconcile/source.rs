@@ -140,16 +140,19 @@ async fn artifact_of<K: ArtifactSource>(
             .await
             .map(|obj| obj.map(|o| o.artifact().cloned())),
     };
-    let id = format!("{}/{ns}/{name}", K::KIND);
-    found_artifact(found, &id, ctx.requeue_dependency)
+    let resource = format!("{}.{}", K::plural(&()), K::group(&()));
+    found_artifact(found, &resource, ns, name, ctx.requeue_dependency)
 }
 
-/// What the lookup of the source `id` (`Kind/namespace/name`) means: its artifact, or the
-/// ArtifactFailed error Flux reports. `found` is `Ok(None)` when the source does not exist and
-/// `Ok(Some(None))` when it has no artifact yet (both retried after `requeue`).
+/// What the lookup of the source `ns/name` (of `resource`, `<plural>.<group>`) means: its
+/// artifact, or the ArtifactFailed error Flux reports. `found` is `Ok(None)` when the source does
+/// not exist (Flux's message is then the API server's not-found error) and `Ok(Some(None))` when
+/// it has no artifact yet (both retried after `requeue`).
 fn found_artifact(
     found: Result<Option<Option<Artifact>>, kube::Error>,
-    id: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
     requeue: Duration,
 ) -> Result<Artifact, StageError> {
     match found {
@@ -165,12 +168,12 @@ fn found_artifact(
         Ok(None) => Err(StageError::waiting(
             READY,
             ARTIFACT_FAILED_REASON,
-            format!("Source '{id}' not found"),
+            format!("{resource} \"{name}\" not found"),
         )),
         Err(e) => Err(StageError::generic(
             READY,
             ARTIFACT_FAILED_REASON,
-            format!("unable to get source '{id}': {e}"),
+            format!("unable to get source '{ns}/{name}': {e}"),
         )),
     }
 }
@@ -409,24 +412,26 @@ mod tests {
         assert!(git("a", "r", None).artifact().is_none());
     }
 
+    const OCI: &str = "ocirepositories.source.toolkit.fluxcd.io";
+
     #[test]
     fn lookup_outcomes_carry_the_kind() {
         let requeue = Duration::from_secs(30);
         let a: Artifact = serde_json::from_value(artifact("latest@sha256:1")).unwrap();
         assert_eq!(
-            found_artifact(Ok(Some(Some(a.clone()))), "OCIRepository/a/r", requeue),
+            found_artifact(Ok(Some(Some(a.clone()))), OCI, "a", "r", requeue),
             Ok(a)
         );
-        let missing = found_artifact(Ok(None), "OCIRepository/a/r", requeue).unwrap_err();
+        let missing = found_artifact(Ok(None), OCI, "a", "r", requeue).unwrap_err();
         assert_eq!(
             (missing.severity, missing.reason, missing.message.as_str()),
             (
                 Severity::Waiting,
                 "ArtifactFailed",
-                "Source 'OCIRepository/a/r' not found"
+                r#"ocirepositories.source.toolkit.fluxcd.io "r" not found"#
             )
         );
-        let empty = found_artifact(Ok(Some(None)), "OCIRepository/a/r", requeue).unwrap_err();
+        let empty = found_artifact(Ok(Some(None)), OCI, "a", "r", requeue).unwrap_err();
         assert_eq!(
             (empty.severity, empty.reason, empty.message.as_str()),
             (
@@ -492,8 +497,7 @@ mod tests {
         let e = source(&ctx, &miss).await.unwrap_err();
         assert_eq!(e.severity, Severity::Generic);
         assert!(
-            e.message
-                .starts_with("unable to get source 'OCIRepository/apps/other': "),
+            e.message.starts_with("unable to get source 'apps/other': "),
             "{}",
             e.message
         );
@@ -502,15 +506,13 @@ mod tests {
         ctx.direct_source_fetch = true;
         let e = source(&ctx, &oci_ks).await.unwrap_err();
         assert!(
-            e.message
-                .starts_with("unable to get source 'OCIRepository/apps/repo': "),
+            e.message.starts_with("unable to get source 'apps/repo': "),
             "{}",
             e.message
         );
         let e = source(&ctx, &git_ks).await.unwrap_err();
         assert!(
-            e.message
-                .starts_with("unable to get source 'GitRepository/apps/repo': "),
+            e.message.starts_with("unable to get source 'apps/repo': "),
             "{}",
             e.message
         );
