@@ -32,11 +32,23 @@ where
     let (tx, rx) = watch::channel(None);
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
+    // Backoff: after the control plane stops, a watch without it spins on connection errors.
+    // The task ends when every receiver is gone.
     tokio::spawn(async move {
-        let mut s = watcher(api, cfg).applied_objects().boxed();
-        while let Some(ev) = s.next().await {
-            if let Ok(o) = ev {
-                let _ = tx.send(Some((Instant::now(), o)));
+        let mut s = watcher(api, cfg)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        loop {
+            tokio::select! {
+                _ = tx.closed() => break,
+                ev = s.next() => match ev {
+                    Some(Ok(o)) => {
+                        let _ = tx.send(Some((Instant::now(), o)));
+                    }
+                    Some(Err(_)) => {}
+                    None => break,
+                },
             }
         }
     });
