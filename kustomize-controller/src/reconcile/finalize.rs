@@ -1,5 +1,7 @@
 //! Deletion of a Kustomization: Flux's `deletionPolicy` rules decide whether the inventory is
-//! garbage-collected (and waited for), then the finalizer is dropped.
+//! garbage-collected (and waited for), then the finalizer is dropped. With Argo's
+//! `CreateNamespace=true` (opted in), the target namespace we created goes too
+//! (`argo_namespace.rs`).
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use rflux_common::runtime::controller::no_requeue;
 use rflux_common::runtime::finalizers::{FLUX_FINALIZER, remove_finalizer};
 use rflux_common::runtime::{EventType, parse_go_duration};
 
+use super::argo_namespace::{delete_created, deletion_candidate};
 use super::context::{Context, PRUNE_FAILED_REASON, ReconcileError, event, inventory_refs};
 use crate::identity::owner_of;
 use crate::ssa::wait::{WaitError, wait_for_termination};
@@ -37,13 +40,29 @@ pub(super) async fn finalize_deleted(
     );
     let timeout = parse_go_duration(ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval))
         .unwrap_or(Duration::from_secs(300));
+    // Argo's CreateNamespace (opted in only): the namespace we created, if the policy
+    // garbage-collects.
+    let collects = finalize_action(
+        ks.spec.deletion_policy(),
+        ks.spec.prune,
+        ks.spec.is_suspended(),
+        false,
+    ) != FinalizeAction::Orphan;
+    let created_namespace = deletion_candidate(ctx.argo_sync_semantics, ks).filter(|_| collects);
     // Nothing to delete: no client is needed (a remote whose kubeconfig Secret is gone must not
     // block the deletion).
-    if action != FinalizeAction::Orphan {
+    if action != FinalizeAction::Orphan || created_namespace.is_some() {
         let client = ctx.apply_client(ks).await?;
         let resolver = Resolver::new(client);
         let rev = status.last_applied_revision.unwrap_or_default();
-        match finalize(&resolver, &refs, &owner_of(ks), action, timeout).await {
+        let outcome = finalize(&resolver, &refs, &owner_of(ks), action, timeout).await;
+        let outcome = match (outcome, &created_namespace) {
+            (Ok(out), Some(name)) => delete_created(ctx, ks, &resolver, name, &refs, timeout, &rev)
+                .await
+                .map(|()| out),
+            (outcome, _) => outcome,
+        };
+        match outcome {
             Ok(out) => {
                 if out.changes.has_changes() {
                     event(

@@ -16,7 +16,9 @@
 //! | `ownership.rs` | ownership conflicts: the claim check and the `OwnershipConflict` condition |
 //! | `waves.rs` | Argo CD sync waves: the opt-in and the plan (issue 17) |
 //! | `waves_exec.rs` | Argo CD sync waves: the wave-by-wave apply and prune |
+//! | `argo_namespace.rs` | Argo CD `CreateNamespace=true`: create, keep in sync, delete on finalize |
 
+mod argo_namespace;
 pub mod build;
 mod client;
 mod context;

@@ -20,6 +20,7 @@ use rflux_common::runtime::{EventType, Severity, StageError, format_go_duration}
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::argo_namespace;
 use super::build::{BuildObjectsError, build_objects};
 use super::context::{
     ARTIFACT_FAILED_REASON, BUILD_FAILED_REASON, Context, HEALTH_CHECK_CANCELED_REASON,
@@ -129,6 +130,9 @@ impl<'a> Pipeline<'a> {
             &digest,
         )
         .map_err(at)?;
+        argo_namespace::ensure(self.ctx, self.ks, &objects, &revision)
+            .await
+            .map_err(at)?;
         let applied = self
             .apply(objects, &revision, &checked, waves.as_ref())
             .await

@@ -16,11 +16,18 @@
 //! Hooks (§2): PreSync, Sync, PostSync and SyncFail hooks run (`hooks.rs`) when the revision
 //! or the manifests changed since the last successful sync; a no-op reconcile runs none.
 //!
-//! Not yet: hooks with no sync phase (PreDelete/PostDelete: refused), `CreateNamespace`
-//! (refused), prunes interleaved with the applies of their wave (Argo runs them in the same
-//! step).
+//! Per-object sync options (§4.5): `Replace=true`/`Force=true` objects go through the force
+//! path of the apply (recreated on an immutable-field error, [`Waves::force`]). Before anything
+//! is written, every kind the sync applies must be served (Argo's dry-run, run when the
+//! revision or the manifests changed), except for objects with
+//! `SkipDryRunOnMissingResource=true` or whose CRD is in the sync ([`Waves::skip_dry_run`]):
+//! those are applied when their wave comes.
+//!
+//! Not yet: hooks with no sync phase (PreDelete/PostDelete: refused), prunes interleaved with
+//! the applies of their wave (Argo runs them in the same step). `CreateNamespace=true` is
+//! handled before the first wave by `argo_namespace.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use rflux_common::api::kustomization::Kustomization;
@@ -81,6 +88,14 @@ pub struct Waves {
     pub delay: Duration,
     /// Kustomization-level `PruneLast=true`.
     pub prune_last: bool,
+    /// Positions of the objects with `Replace=true` or `Force=true` (§4.5): applied through
+    /// the force path (recreated on an immutable-field error). Never a CRD or a Namespace.
+    pub force: BTreeSet<usize>,
+    /// Positions of the objects whose kind need not be served when the sync starts (§4.5):
+    /// `SkipDryRunOnMissingResource=true`, or a CRD of their group and kind is in the sync.
+    /// Every other object of a kind the API server does not serve fails the sync before
+    /// anything is written.
+    pub skip_dry_run: BTreeSet<usize>,
 }
 
 impl Waves {
@@ -127,11 +142,6 @@ pub fn prepare(
     else {
         return Ok(None);
     };
-    if settings.create_namespace {
-        return Err(refused(
-            "CreateNamespace=true is not supported yet; put the Namespace in the manifests".into(),
-        ));
-    }
     let delay = wave_delay(annotations).map_err(refused)?;
     let started_at_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -160,6 +170,7 @@ pub fn prepare(
         tracing::info!(object = %left.object, reason = ?left.reason, "not applied");
     }
     let run_hooks = !synced_before(ks, revision, digest);
+    let (force, skip_dry_run) = apply_settings(&plan);
     let mut steps = Vec::new();
     let mut sync_fail = Vec::new();
     for step in &plan.steps {
@@ -204,7 +215,34 @@ pub fn prepare(
         run_hooks,
         delay,
         prune_last: settings.prune_last,
+        force,
+        skip_dry_run,
     }))
+}
+
+/// The positions of the desired objects with `Replace=true`/`Force=true`, and of those whose
+/// dry-run Argo skips when their kind is unknown (§4.5): `SkipDryRunOnMissingResource=true`,
+/// or automatically when the sync holds the CRD of their group and kind.
+fn apply_settings(plan: &argo::Plan) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let defined: BTreeSet<&str> = plan.tasks().filter_map(|t| t.defines.as_deref()).collect();
+    let mut force = BTreeSet::new();
+    let mut skip = BTreeSet::new();
+    for t in plan.tasks() {
+        let Source::Desired(i) = t.source else {
+            continue;
+        };
+        // Argo updates CRDs and Namespaces instead of replacing them: recreating one would
+        // delete what it holds (§4.5).
+        if t.options.force && !t.is_crd() && !t.is_namespace() {
+            force.insert(i);
+        }
+        if t.options.skip_dry_run_on_missing_resource
+            || defined.contains(format!("{}/{}", t.group, t.kind).as_str())
+        {
+            skip.insert(i);
+        }
+    }
+    (force, skip)
 }
 
 /// The first hook with no sync phase (only PreDelete/PostDelete, or a Helm type Argo never
@@ -419,11 +457,62 @@ mod tests {
         );
     }
 
+    fn with_options(mut obj: Value, options: &str) -> Value {
+        obj["metadata"]["annotations"]["argocd.argoproj.io/sync-options"] = json!(options);
+        obj
+    }
+
+    fn crd(group: &str, kind: &str, wave: &str) -> Value {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": format!("{}s.{group}", kind.to_lowercase()),
+                            "annotations": {"argocd.argoproj.io/sync-wave": wave}},
+               "spec": {"group": group, "names": {"kind": kind}}})
+    }
+
+    fn cr(group: &str, kind: &str, name: &str) -> Value {
+        json!({"apiVersion": format!("{group}/v1"), "kind": kind,
+               "metadata": {"name": name, "namespace": "app"}})
+    }
+
     #[test]
-    fn create_namespace_stalls() {
+    fn replace_force_and_skip_dry_run_positions() {
+        let objs = vec![
+            with_options(cm("replaced", "0"), "Replace=true"),
+            with_options(cm("forced", "0"), "Force=true,Validate=false"),
+            with_options(cm("plain", "0"), "Replace=false"),
+            // Defined by the CRD of this sync: Argo skips the dry-run by itself.
+            cr("a.example.com", "Widget", "w"),
+            crd("a.example.com", "Widget", "-1"),
+            // Not defined here: only the option skips it.
+            with_options(
+                cr("b.example.com", "Gadget", "g"),
+                "SkipDryRunOnMissingResource=true",
+            ),
+            cr("c.example.com", "Gizmo", "z"),
+            // A CRD of another kind of the same group defines nothing for Gizmo.
+            crd("c.example.com", "Other", "0"),
+            with_options(job("hook", "PreSync", json!({})), "Replace=true"),
+            // Argo never replaces these: a recreation would delete what they hold.
+            with_options(crd("d.example.com", "Thing", "0"), "Replace=true"),
+            with_options(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}}),
+                "Force=true",
+            ),
+        ];
+        let on = ks(json!({"rflux.dev/argo-semantics": "enabled"}));
+        let w = prep(true, &on, &objs).unwrap().unwrap();
+        assert_eq!(w.force, BTreeSet::from([0, 1, 8]));
+        assert_eq!(w.skip_dry_run, BTreeSet::from([3, 5]));
+        // Without the opt-in, nothing is planned at all.
+        assert_eq!(prep(false, &on, &objs).unwrap(), None);
+    }
+
+    #[test]
+    fn create_namespace_is_accepted() {
+        // The namespace itself is handled by `argo_namespace.rs`, before the first wave.
         let cn = ks(json!({"rflux.dev/argo-semantics": "enabled",
                            "rflux.dev/argo-sync-options": "CreateNamespace=true"}));
-        let e = prep(true, &cn, &[cm("a", "0")]).unwrap_err();
-        assert!(e.message.contains("CreateNamespace"), "{}", e.message);
+        let w = prep(true, &cn, &[cm("a", "0")]).unwrap().unwrap();
+        assert_eq!(w.apply_waves(), vec![(0, vec![0])]);
     }
 }

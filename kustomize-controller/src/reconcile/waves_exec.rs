@@ -2,6 +2,8 @@
 //! the Kustomizations [`super::waves::prepare`] planned. Kept apart from the planning so that
 //! the pipeline uses the plan and these methods extend the pipeline without an import circle.
 
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
@@ -14,12 +16,14 @@ use super::context::{HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, patch_stat
 use super::hooks::{Ledger, hook_error, hook_failure, hook_word, labels};
 use super::pipeline::{Checked, Pipeline};
 use super::spec::{WithoutFailFast, wait_targets};
-use super::waves::Waves;
+use super::waves::{HookRun, Waves};
+use crate::argo::task::object_label;
 use crate::argo::{self, PlanOptions, Source, Step};
 use crate::inventory;
 use crate::ssa::wait::{WaitError, wait_for_applied, wait_for_termination};
 use crate::ssa::{
-    Action, ApplyOptions, ChangeSet, ObjectRef, Resolver, StatusReader, apply_all_with, delete_all,
+    Action, ApplyOptions, ChangeSet, ObjectRef, ResolveError, Resolver, StatusReader,
+    apply_all_with, delete_all,
 };
 
 /// Keeps a sync's changes, and what it applied so far for the inventory when it fails.
@@ -55,6 +59,23 @@ impl Pipeline<'_> {
     ) -> Result<ChangeSet, StageError> {
         let started = Instant::now();
         let left = || checked.timeout.saturating_sub(started.elapsed());
+        // Argo's dry-run before anything is written (§1.4, §4.5), reduced to what it
+        // decides on its own: whether every kind is served. Only when the revision or the
+        // manifests changed: a no-op reconcile or a drift repair asks no discovery.
+        if waves.run_hooks {
+            check_kinds(resolver, &kinds_to_check(&objects, waves)).await?;
+        }
+        // `Replace=true`/`Force=true`: the force path of these objects (hooks included).
+        let with_force;
+        let opts = if waves.force.is_empty() {
+            opts
+        } else {
+            with_force = ApplyOptions {
+                force_objects: Arc::new(forced_refs(&objects, waves)),
+                ..opts.clone()
+            };
+            &with_force
+        };
         let n = waves.steps.len();
         let applies = waves.steps.iter().filter(|s| !s.apply.is_empty()).count();
         let mut objects: Vec<Option<Value>> = objects.into_iter().map(Some).collect();
@@ -349,4 +370,225 @@ fn keep_later(inv: &mut ResourceInventory, later: &[Step], live_refs: &[ObjectRe
         })
         .collect();
     inventory::merge_back(inv, &refs);
+}
+
+/// Every hook this sync may create, with the object it comes from.
+fn all_hooks(waves: &Waves) -> impl Iterator<Item = &HookRun> {
+    waves
+        .steps
+        .iter()
+        .flat_map(|s| s.hooks.iter())
+        .chain(waves.sync_fail.iter())
+}
+
+/// The identity an object is applied with: a hook under its (maybe generated) name.
+fn applied_ref(obj: &Value, hook_name: Option<&str>) -> Option<ObjectRef> {
+    match hook_name {
+        None => ObjectRef::from_value(obj).ok(),
+        Some(name) => {
+            let mut named = obj.clone();
+            let meta = named.get_mut("metadata")?.as_object_mut()?;
+            meta.insert("name".into(), name.into());
+            ObjectRef::from_value(&named).ok()
+        }
+    }
+}
+
+/// The objects with `Replace=true`/`Force=true`, as they are applied.
+fn forced_refs(objects: &[Value], waves: &Waves) -> HashSet<ObjectRef> {
+    let plain = waves.steps.iter().flat_map(|s| s.apply.iter()).copied();
+    let plain = plain
+        .filter(|p| waves.force.contains(p))
+        .filter_map(|p| applied_ref(objects.get(p)?, None));
+    let hooks = all_hooks(waves)
+        .filter(|h| waves.force.contains(&h.position))
+        .filter_map(|h| applied_ref(objects.get(h.position)?, Some(&h.name)));
+    plain.chain(hooks).collect()
+}
+
+/// The kinds that must be served before the sync starts: one `(group/version/kind, object)`
+/// per kind, of the objects and hooks applied in this sync's steps, but not those with
+/// `SkipDryRunOnMissingResource=true` or whose CRD is in the sync (§4.5).
+fn kinds_to_check(objects: &[Value], waves: &Waves) -> Vec<(ObjectRef, String)> {
+    let in_order = waves.steps.iter().flat_map(|s| {
+        let plain = s.apply.iter().map(|&p| (p, None));
+        plain.chain(s.hooks.iter().map(|h| (h.position, Some(h.label.clone()))))
+    });
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (p, label) in in_order {
+        if waves.skip_dry_run.contains(&p) {
+            continue;
+        }
+        let Some(obj) = objects.get(p) else { continue };
+        let text = |ptr: &str| obj.pointer(ptr).and_then(Value::as_str).unwrap_or("");
+        let (group, version) = rflux_core::split_api_version(text("/apiVersion"));
+        let gvk = ObjectRef {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: text("/kind").to_string(),
+            ..ObjectRef::default()
+        };
+        if gvk.kind.is_empty()
+            || !seen.insert((gvk.group.clone(), gvk.version.clone(), gvk.kind.clone()))
+        {
+            continue;
+        }
+        let label = label.unwrap_or_else(|| {
+            object_label(
+                &gvk.kind,
+                text("/metadata/namespace"),
+                text("/metadata/name"),
+            )
+        });
+        out.push((gvk, label));
+    }
+    out
+}
+
+/// Fails the sync, before anything is written, when a kind of `kinds` is not served (Argo
+/// fails the whole operation on such a dry-run error, §4.5).
+async fn check_kinds(resolver: &Resolver, kinds: &[(ObjectRef, String)]) -> Result<(), StageError> {
+    let mut missing = Vec::new();
+    for (gvk, label) in kinds {
+        match resolver.resolve(gvk).await {
+            Ok(_) => {}
+            Err(e @ ResolveError::NoMatch { .. }) => missing.push(format!("{label}: {e}")),
+            Err(e) => {
+                return Err(StageError::generic(
+                    READY,
+                    RECONCILIATION_FAILED_REASON,
+                    format!("{label}: {e}; nothing was applied"),
+                ));
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(StageError::generic(
+        READY,
+        RECONCILIATION_FAILED_REASON,
+        format!(
+            "Argo sync semantics: {}; nothing was applied (a kind installed by an earlier wave \
+             needs argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true)",
+            missing.join("; ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::argo::{DeletePolicy, Phase};
+    use crate::reconcile::waves::WaveStep;
+    use serde_json::json;
+
+    fn obj(api_version: &str, kind: &str, name: &str) -> Value {
+        json!({"apiVersion": api_version, "kind": kind,
+               "metadata": {"name": name, "namespace": "app"}})
+    }
+
+    fn hook(position: usize, name: &str) -> HookRun {
+        HookRun {
+            position,
+            phase: Phase::PreSync,
+            name: name.into(),
+            label: format!("Job/app/{name}"),
+            policies: vec![DeletePolicy::BeforeHookCreation],
+        }
+    }
+
+    fn waves(force: &[usize], skip: &[usize]) -> Waves {
+        Waves {
+            steps: vec![
+                WaveStep {
+                    phase: Phase::PreSync,
+                    wave: 0,
+                    apply: vec![],
+                    hooks: vec![hook(3, "gen-1a2b3c4-presync-1")],
+                },
+                WaveStep {
+                    phase: Phase::Sync,
+                    wave: -1,
+                    apply: vec![0],
+                    hooks: vec![],
+                },
+                WaveStep {
+                    phase: Phase::Sync,
+                    wave: 0,
+                    apply: vec![1, 2, 4],
+                    hooks: vec![],
+                },
+            ],
+            sync_fail: vec![hook(5, "notify")],
+            run_hooks: true,
+            delay: Duration::ZERO,
+            prune_last: false,
+            force: force.iter().copied().collect(),
+            skip_dry_run: skip.iter().copied().collect(),
+        }
+    }
+
+    fn objects() -> Vec<Value> {
+        let mut generated = obj("batch/v1", "Job", "");
+        generated["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("name");
+        generated["metadata"]["generateName"] = json!("gen-");
+        vec![
+            obj("v1", "ConfigMap", "a"),
+            obj("example.com/v1", "Widget", "w1"),
+            obj("example.com/v1", "Widget", "w2"),
+            generated,
+            obj("batch/v1", "Job", "once"),
+            obj("batch/v1", "Job", "notify"),
+        ]
+    }
+
+    #[test]
+    fn forced_objects_are_named_as_applied() {
+        let objs = objects();
+        let refs = forced_refs(&objs, &waves(&[0, 3, 5], &[]));
+        let mut names: Vec<String> = refs.iter().map(ObjectRef::subject).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![
+                "ConfigMap/app/a",
+                "Job/app/gen-1a2b3c4-presync-1",
+                "Job/app/notify"
+            ]
+        );
+        assert!(forced_refs(&objs, &waves(&[], &[])).is_empty());
+    }
+
+    #[test]
+    fn kinds_checked_once_and_not_when_skipped() {
+        let objs = objects();
+        let kinds = |skip: &[usize]| -> Vec<(String, String)> {
+            kinds_to_check(&objs, &waves(&[], skip))
+                .into_iter()
+                .map(|(gvk, label)| (gvk.api_version() + "/" + &gvk.kind, label))
+                .collect()
+        };
+        // In step order, each kind once (the Job of the PreSync hook first); the SyncFail hook is not
+        // part of the dry-run.
+        assert_eq!(
+            kinds(&[]),
+            vec![
+                (
+                    "batch/v1/Job".to_string(),
+                    "Job/app/gen-1a2b3c4-presync-1".to_string()
+                ),
+                ("v1/ConfigMap".into(), "ConfigMap/app/a".into()),
+                ("example.com/v1/Widget".into(), "Widget/app/w1".into()),
+            ]
+        );
+        // w1 skipped (the option): w2 still asks for the kind.
+        assert_eq!(kinds(&[1])[2].1, "Widget/app/w2");
+        assert!(kinds(&[1, 2]).iter().all(|(k, _)| !k.ends_with("Widget")));
+    }
 }

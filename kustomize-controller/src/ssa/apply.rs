@@ -3,6 +3,7 @@
 //! annotations. Objects an [`AppliedCache`] knows to be as last applied are neither read,
 //! dry-run nor applied.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,10 @@ pub struct ApplyOptions {
     pub owner: Owner,
     /// Recreate objects on immutable-field errors (`spec.force`).
     pub force: bool,
+    /// Objects recreated on immutable-field errors as if they carried the force annotation
+    /// (`<group>/force: enabled`), without writing it: Argo's `Replace=true`/`Force=true`
+    /// sync options (issue 17). Empty unless a Kustomization opts in to Argo semantics.
+    pub force_objects: Arc<HashSet<ObjectRef>>,
     /// `--custom-apply-stage-kinds` as `(group, kind)` pairs.
     pub custom_stage_kinds: Vec<(String, String)>,
     /// `--override-manager` names taken over like kubectl's.
@@ -74,6 +79,7 @@ impl std::fmt::Debug for ApplyOptions {
         f.debug_struct("ApplyOptions")
             .field("owner", &self.owner)
             .field("force", &self.force)
+            .field("force_objects", &self.force_objects.len())
             .field("custom_stage_kinds", &self.custom_stage_kinds)
             .field("override_managers", &self.override_managers)
             .field("wait_timeout", &self.wait_timeout)
@@ -92,6 +98,7 @@ impl ApplyOptions {
         ApplyOptions {
             owner,
             force: false,
+            force_objects: Arc::default(),
             custom_stage_kinds: Vec::new(),
             override_managers: Vec::new(),
             wait_timeout: Duration::from_secs(60),
@@ -237,6 +244,7 @@ async fn plan_one(
         Err(e) => {
             let (_, message, code) = api_reason(&e);
             let force = opts.force
+                || opts.force_objects.contains(obj)
                 || has_meta_value(desired, &force_key, "enabled")
                 || live
                     .as_ref()
