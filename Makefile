@@ -107,7 +107,7 @@ flux-bins:
 ## on the control plane named "flux", which is stopped afterwards (docs/flux-compat.md)
 interop: deps e2e-bins flux-bins
 	$(CARGO) build -p source-controller -p kustomize-controller -p rflux-e2e --bin rflux-e2e
-	status=0; RFLUX_INTEROP=1 $(CARGO) test -p rflux-e2e --test flux_cli --test flux_interop --test flux_interop_sops --test flux_interop_oci -- --test-threads=4 || status=$$?; \
+	status=0; RFLUX_INTEROP=1 $(CARGO) test -p rflux-e2e --test flux_cli --test flux_interop --test flux_interop_sops --test flux_interop_oci --test flux_interop_argo -- --test-threads=4 || status=$$?; \
 	  $(E2E) down --name flux; exit $$status
 
 ## fuzz: libFuzzer on the stable toolchain (fuzz/, scripts/fuzz.sh): every target for FUZZ_SECONDS
