@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS="yaml kustomize_build git_pktline git_protocol git_pack untar substitute sops"
+ALL_TARGETS="yaml kustomize_build git_pktline git_protocol git_pack untar substitute sops oci"
 FUZZ_SECONDS=${FUZZ_SECONDS:-600}
 FUZZ_TARGETS=${FUZZ_TARGETS:-$ALL_TARGETS}
 FUZZ_NICE=${FUZZ_NICE:-10}

@@ -14,6 +14,7 @@ pub mod controller;
 mod git;
 mod kbuild;
 mod kbuild_model;
+mod oci;
 mod sops;
 mod substitute;
 mod untar;
@@ -21,6 +22,7 @@ mod yaml;
 
 pub use git::{git_pack, git_pktline, git_protocol};
 pub use kbuild::{KBuildInput, kustomize_build, render_tree};
+pub use oci::oci;
 pub use sops::sops;
 pub use substitute::substitute;
 pub use untar::untar;
@@ -39,6 +41,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("untar", untar),
     ("substitute", substitute),
     ("sops", sops),
+    ("oci", oci),
 ];
 
 /// The target called `name`.

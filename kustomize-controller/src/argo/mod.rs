@@ -13,10 +13,12 @@
 //! - [`order`]: the kind rank, the sort key and the Namespace/CRD fix-ups;
 //! - [`plan`](mod@plan): tasks grouped into (phase, wave) steps, mirrored prune waves, `PruneLast`,
 //!   the deletion order;
+//! - [`delete_hooks`]: the PreDelete/PostDelete hooks of a Kustomization's deletion;
 //! - [`namespace`]: `CreateNamespace=true` and `managedNamespaceMetadata`;
 //! - [`print`](mod@print): `kustomize-controller build --argo-order`.
 
 pub mod annotations;
+pub mod delete_hooks;
 pub mod error;
 pub mod hook;
 pub mod keys;
@@ -27,6 +29,7 @@ pub mod plan;
 pub mod print;
 pub mod task;
 
+pub use delete_hooks::{DeleteHook, DeleteStage, delete_hooks};
 pub use error::ArgoError;
 pub use hook::{DeletePolicy, Hook, HookNaming, HookType, Phase, Role};
 pub use namespace::{NamespaceAction, managed_namespace};

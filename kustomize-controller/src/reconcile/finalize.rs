@@ -1,20 +1,31 @@
 //! Deletion of a Kustomization: Flux's `deletionPolicy` rules decide whether the inventory is
 //! garbage-collected (and waited for), then the finalizer is dropped. With Argo's
 //! `CreateNamespace=true` (opted in), the target namespace we created goes too
-//! (`argo_namespace.rs`).
+//! (`argo_namespace.rs`); the deletion follows Argo's order, keeps `Delete=false` and
+//! `helm.sh/resource-policy: keep` objects and runs the PreDelete/PostDelete hooks
+//! (`argo_delete.rs`).
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use rflux_common::api::kustomization::{DeletionPolicy, Kustomization};
+use rflux_common::runtime::conditions::{READY, mark_false};
 use rflux_common::runtime::controller::no_requeue;
 use rflux_common::runtime::finalizers::{FLUX_FINALIZER, remove_finalizer};
 use rflux_common::runtime::{EventType, parse_go_duration};
 
+use super::argo_delete::{
+    DeleteHooks, LastWait, RenderError, cleanup_hooks, delete_in_waves, hook_apply_options,
+    render_hooks, run_hooks,
+};
 use super::argo_namespace::{delete_created, deletion_candidate};
-use super::context::{Context, PRUNE_FAILED_REASON, ReconcileError, event, inventory_refs};
+use super::context::{
+    Context, PRUNE_FAILED_REASON, ReconcileError, event, inventory_refs, patch_status,
+};
+use crate::argo::{DeleteStage, settings};
 use crate::identity::owner_of;
 use crate::ssa::wait::{WaitError, wait_for_termination};
 use crate::ssa::{
@@ -49,18 +60,68 @@ pub(super) async fn finalize_deleted(
         false,
     ) != FinalizeAction::Orphan;
     let created_namespace = deletion_candidate(ctx.argo_sync_semantics, ks).filter(|_| collects);
+    // Argo's deletion (opted in, not suspended): PreDelete/PostDelete hooks, kept objects and
+    // the wave order (`argo_delete.rs`).
+    let argo_on = !ks.spec.is_suspended()
+        && settings(ctx.argo_sync_semantics, ks.metadata.annotations.as_ref())
+            .ok()
+            .flatten()
+            .is_some();
     // Nothing to delete: no client is needed (a remote whose kubeconfig Secret is gone must not
     // block the deletion).
-    if action != FinalizeAction::Orphan || created_namespace.is_some() {
+    if action != FinalizeAction::Orphan || created_namespace.is_some() || argo_on {
         let client = ctx.apply_client(ks).await?;
         let resolver = Resolver::new(client);
-        let rev = status.last_applied_revision.unwrap_or_default();
-        let outcome = finalize(&resolver, &refs, &owner_of(ks), action, timeout).await;
-        let outcome = match (outcome, &created_namespace) {
-            (Ok(out), Some(name)) => delete_created(ctx, ks, &resolver, name, &refs, timeout, &rev)
+        let rev = status.last_applied_revision.clone().unwrap_or_default();
+        let owner = owner_of(ks);
+        let mut hooks = DeleteHooks::default();
+        if argo_on {
+            match render_hooks(ctx, ks, timeout).await {
+                Ok(h) => hooks = h,
+                Err(RenderError::Source(m)) => {
+                    let msg = format!(
+                        "PreDelete/PostDelete hooks not run: the source is unavailable: {m}"
+                    );
+                    event(
+                        ctx,
+                        ks,
+                        EventType::Warning,
+                        "DeletionHooksSkipped",
+                        &msg,
+                        &rev,
+                    )
+                    .await;
+                }
+                Err(RenderError::Build(m)) => {
+                    let msg = format!(
+                        "unable to render the manifests for the PreDelete/PostDelete hooks: {m}"
+                    );
+                    return block(ctx, ks, api, &msg, &rev).await;
+                }
+            }
+        }
+        let hook_opts = hook_apply_options(ctx, ks, owner.clone(), timeout);
+        if let Err(m) = run_hooks(
+            &resolver,
+            &hooks.pre,
+            DeleteStage::PreDelete,
+            &hook_opts,
+            timeout,
+        )
+        .await
+        {
+            return block(ctx, ks, api, &m, &rev).await;
+        }
+        let outcome = if argo_on && action != FinalizeAction::Orphan {
+            let last = last_wait(action, !hooks.post.is_empty());
+            delete_in_waves(&resolver, &refs, &owner, last, timeout)
                 .await
-                .map(|()| out),
-            (outcome, _) => outcome,
+                .map(|(changes, termination_error)| FinalizeOutcome {
+                    changes,
+                    termination_error,
+                })
+        } else {
+            finalize(&resolver, &refs, &owner, action, timeout).await
         };
         match outcome {
             Ok(out) => {
@@ -80,18 +141,26 @@ pub(super) async fn finalize_deleted(
                     event(ctx, ks, EventType::Warning, "TerminationFailed", &msg, &rev).await;
                 }
             }
-            Err(e) => {
-                event(
-                    ctx,
-                    ks,
-                    EventType::Warning,
-                    PRUNE_FAILED_REASON,
-                    &e.to_string(),
-                    &rev,
-                )
-                .await;
-                return Err(ReconcileError::Finalize(e));
-            }
+            Err(e) => return Err(prune_failed(ctx, ks, e, &rev).await),
+        }
+        if let Err(m) = run_hooks(
+            &resolver,
+            &hooks.post,
+            DeleteStage::PostDelete,
+            &hook_opts,
+            timeout,
+        )
+        .await
+        {
+            return block(ctx, ks, api, &m, &rev).await;
+        }
+        if !hooks.is_empty() {
+            cleanup_hooks(&resolver, &hooks, &owner).await;
+        }
+        if let Some(name) = &created_namespace
+            && let Err(e) = delete_created(ctx, ks, &resolver, name, &refs, timeout, &rev).await
+        {
+            return Err(prune_failed(ctx, ks, e, &rev).await);
         }
     }
     if let Some(t) = &ctx.tracker {
@@ -100,6 +169,65 @@ pub(super) async fn finalize_deleted(
     remove_finalizer(api, ks, FLUX_FINALIZER).await?;
     Ok(no_requeue())
 }
+
+/// A garbage-collection failure: a Warning event, and the error (the finalizer is kept).
+async fn prune_failed(
+    ctx: &Context,
+    ks: &Kustomization,
+    e: DeleteError,
+    rev: &str,
+) -> ReconcileError {
+    event(
+        ctx,
+        ks,
+        EventType::Warning,
+        PRUNE_FAILED_REASON,
+        &e.to_string(),
+        rev,
+    )
+    .await;
+    ReconcileError::Finalize(e)
+}
+
+/// The deletion waits (a deletion hook failed, or its manifests could not be rendered):
+/// `Ready=False` with `message`, a Warning event, the finalizer kept, retried after
+/// `spec.retryInterval`.
+async fn block(
+    ctx: &Context,
+    ks: &Kustomization,
+    api: &Api<Kustomization>,
+    message: &str,
+    rev: &str,
+) -> Result<Action, ReconcileError> {
+    let mut status = ks.status.clone().unwrap_or_default();
+    let mut conds = status.conditions.take().unwrap_or_default();
+    mark_false(
+        &mut conds,
+        READY,
+        DELETION_HOOK_FAILED_REASON,
+        message,
+        ks.metadata.generation,
+        Timestamp::now(),
+    );
+    status.conditions = Some(conds);
+    if let Err(e) = patch_status(api, &ks.name_any(), &status).await {
+        tracing::warn!(error = %e, "unable to record the deletion failure");
+    }
+    event(
+        ctx,
+        ks,
+        EventType::Warning,
+        DELETION_HOOK_FAILED_REASON,
+        message,
+        rev,
+    )
+    .await;
+    let retry = parse_go_duration(ks.spec.retry_interval()).unwrap_or(Duration::from_secs(60));
+    Ok(Action::requeue(retry))
+}
+
+/// The reason of `Ready=False` while a deletion hook blocks the deletion.
+pub const DELETION_HOOK_FAILED_REASON: &str = "DeletionHookFailed";
 
 /// What the finalizer does with the applied objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +256,17 @@ pub fn finalize_action(
         DeletionPolicy::WaitForTermination => FinalizeAction::DeleteAndWait,
         DeletionPolicy::MirrorPrune if prune => FinalizeAction::Delete,
         DeletionPolicy::MirrorPrune | DeletionPolicy::Orphan => FinalizeAction::Orphan,
+    }
+}
+
+/// The last wave's rule for `action`, `post_hooks`: PostDelete hooks follow.
+fn last_wait(action: FinalizeAction, post_hooks: bool) -> LastWait {
+    if post_hooks {
+        LastWait::Require
+    } else if action == FinalizeAction::DeleteAndWait {
+        LastWait::Report
+    } else {
+        LastWait::No
     }
 }
 
@@ -181,6 +320,20 @@ pub async fn finalize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_wave_is_waited_for_when_post_delete_hooks_follow() {
+        assert_eq!(last_wait(FinalizeAction::Delete, true), LastWait::Require);
+        assert_eq!(
+            last_wait(FinalizeAction::DeleteAndWait, true),
+            LastWait::Require
+        );
+        assert_eq!(
+            last_wait(FinalizeAction::DeleteAndWait, false),
+            LastWait::Report
+        );
+        assert_eq!(last_wait(FinalizeAction::Delete, false), LastWait::No);
+    }
 
     #[test]
     fn finalizer_policies() {

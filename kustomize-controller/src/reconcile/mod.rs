@@ -18,6 +18,7 @@
 //! | `waves_exec.rs` | Argo CD sync waves: the wave-by-wave apply and prune |
 //! | `argo_namespace.rs` | Argo CD `CreateNamespace=true`: create, keep in sync, delete on finalize |
 
+mod argo_delete;
 mod argo_namespace;
 pub mod build;
 mod client;

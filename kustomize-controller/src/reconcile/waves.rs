@@ -36,7 +36,7 @@ use rflux_common::runtime::{StageError, format_go_duration, parse_go_duration};
 use serde_json::Value;
 
 use crate::argo::hook::commit_of_revision;
-use crate::argo::{self, DeletePolicy, HookNaming, LeftOutReason, Phase, PlanOptions, Source};
+use crate::argo::{self, DeletePolicy, HookNaming, Phase, PlanOptions, Source};
 
 /// The Kustomization annotation that sets the delay between two waves (a Go duration such as
 /// `500ms`; Argo's `ARGOCD_SYNC_WAVE_DELAY`, default 2 s).
@@ -122,7 +122,7 @@ pub fn synced_before(ks: &Kustomization, revision: &str, digest: &str) -> bool {
 
 /// Reads the opt-in (`gate`: the feature gate) and plans the waves of `objects`, built from
 /// `revision` with manifests `digest`. `Ok(None)`: Flux semantics. Stalls on an invalid
-/// opt-in, a refused sync option, a hook with no sync phase, or an option not implemented yet.
+/// opt-in, a refused sync option, or an option not implemented yet.
 pub fn prepare(
     gate: bool,
     ks: &Kustomization,
@@ -157,12 +157,8 @@ pub fn prepare(
         ..PlanOptions::default()
     };
     let plan = argo::plan_with(objects, &[], &options).map_err(|e| refused(e.to_string()))?;
-    if let Some(hook) = phaseless_hook(&plan) {
-        return Err(refused(format!(
-            "{hook} is a hook with no sync phase (PreDelete, PostDelete or a Helm type Argo \
-             never runs); these are not supported yet, so it is not applied"
-        )));
-    }
+    // Hooks with no sync phase (PreDelete/PostDelete, which the finalizer runs, or a Helm type
+    // Argo never runs) are left out of the sync, as Argo does (§2.1).
     for note in &plan.notes {
         tracing::info!(object = %note.object, "Argo sync semantics: {}", note.message);
     }
@@ -245,15 +241,6 @@ fn apply_settings(plan: &argo::Plan) -> (BTreeSet<usize>, BTreeSet<usize>) {
     (force, skip)
 }
 
-/// The first hook with no sync phase (only PreDelete/PostDelete, or a Helm type Argo never
-/// runs), as `Kind/namespace/name`.
-fn phaseless_hook(plan: &argo::Plan) -> Option<String> {
-    plan.left_out
-        .iter()
-        .find(|l| l.reason == LeftOutReason::NoSyncPhase)
-        .map(|l| l.object.clone())
-}
-
 /// [`WAVE_DELAY_ANNOTATION`], or Argo's default.
 fn wave_delay(annotations: Option<&BTreeMap<String, String>>) -> Result<Duration, String> {
     let Some(text) = annotations.and_then(|a| a.get(WAVE_DELAY_ANNOTATION)) else {
@@ -324,21 +311,19 @@ mod tests {
     }
 
     #[test]
-    fn phaseless_hooks_are_named_in_the_refusal() {
-        let only_delete = vec![json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "bye", "annotations": {"argocd.argoproj.io/hook": "PostDelete"}}})];
-        let plan = argo::plan(&only_delete).unwrap();
-        assert_eq!(phaseless_hook(&plan).as_deref(), Some("Pod/bye"));
-        let plan = argo::plan(&[cm("a", "1"), job("m", "PreSync", json!({}))]).unwrap();
-        assert_eq!(phaseless_hook(&plan), None);
+    fn phaseless_hooks_are_left_out_of_the_sync() {
+        // PreDelete/PostDelete hooks run on deletion (finalize.rs), never in a sync (§2.1).
+        let objs = vec![
+            cm("a", "0"),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "bye", "annotations": {"argocd.argoproj.io/hook": "PostDelete"}}}),
+        ];
         let on = ks(json!({"rflux.dev/argo-semantics": "enabled"}));
-        let e = prep(true, &on, &only_delete).unwrap_err();
-        assert!(
-            e.message.contains("Pod/bye is a hook with no sync phase"),
-            "{}",
-            e.message
-        );
-        assert!(e.severity.stalls());
+        let waves = prep(true, &on, &objs).unwrap().unwrap();
+        let applied: Vec<usize> = waves.steps.iter().flat_map(|s| s.apply.clone()).collect();
+        assert_eq!(applied, [0]);
+        assert!(waves.steps.iter().all(|s| s.hooks.is_empty()));
+        assert!(waves.sync_fail.is_empty());
     }
 
     #[test]
