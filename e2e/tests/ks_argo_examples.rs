@@ -10,8 +10,8 @@
 //!
 //! `sync-waves/manifests.yaml` names its PreSync Job with `generateName` only, which kustomize
 //! refuses ("missing metadata.name", Flux's kustomize-controller as well). The layout is tested
-//! with that one field turned into `name:` (`sync-waves-named/`, made here at test time), and the
-//! verbatim file by an ignored test that states Argo's outcome for it.
+//! with that one field turned into `name:` (`sync-waves-named/`, made here at test time); a test
+//! of the verbatim file states that the build refuses it, as Flux's does.
 //!
 //! kwok makes the ReplicaSets' Pods Ready and completes the Pods a Job owns, so every hook
 //! succeeds and every workload becomes available. Times are first sightings of a poller that
@@ -26,7 +26,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -557,32 +557,28 @@ async fn sync_waves_example_applies_its_waves_and_hooks_in_order() {
 /// resource_hooks.md: "If you want a hook to be re-created each time either use
 /// `BeforeHookCreation` policy (see below) or `/metadata/generaName`").
 ///
-/// Ignored: kustomize (ours like Flux's) refuses an object without `metadata.name`, so the
-/// build fails before the hook planning can name it (see the data README).
+/// The verbatim `sync-waves/`: Argo reads the directory as plain YAML and names its
+/// generateName-only PreSync Job itself; kustomize (ours like Flux's) refuses an object without
+/// `metadata.name`, so the build fails before the hook planning can name it. This states that
+/// gap (docs/argo-compat.md, "Still to do"): Ready=False `BuildFailed` naming the missing name,
+/// and no Job created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "kustomize refuses the generateName-only PreSync Job of sync-waves/manifests.yaml"]
-async fn sync_waves_example_verbatim_names_its_generate_name_hook() {
+async fn sync_waves_example_verbatim_is_refused_by_the_build_like_flux() {
     let files = example_files();
     let refs: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
     let mut env = Env::start("argoex-gen", "ArgoSyncSemantics=true", &refs).await;
-    let sha = env.repo.head().unwrap();
-    let rev = format!("main@sha1:{sha}");
-    let started = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     env.create_ks("waves", "./sync-waves", json!({}), opt_in())
         .await;
-    let r = rev.clone();
     let k = env
-        .wait_ks("waves", "Ready", move |k| ready_at(k, &r))
+        .wait_ks("waves", "Ready=False BuildFailed", |k| {
+            ks_condition(k, "Ready")
+                .is_some_and(|c| c.status == "False" && c.reason == "BuildFailed")
+        })
         .await;
-    let ended = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    println!("{}", ready_message(&k));
-    let prefix = format!("upgrade-sql-schema{}-presync-", &sha[..7]).to_lowercase();
-    let jobs = live_jobs(&env).await;
-    let generated: Vec<&String> = jobs.iter().filter(|n| n.starts_with(&prefix)).collect();
-    assert_eq!(generated.len(), 1, "Jobs: {jobs:?}");
-    let at: u64 = generated[0][prefix.len()..].parse().unwrap();
+    let msg = ready_message(&k);
+    assert!(msg.contains("missing metadata.name"), "{msg}");
     assert!(
-        (started.as_secs()..=ended.as_secs()).contains(&at),
-        "{at} is not the operation start"
+        live_jobs(&env).await.is_empty(),
+        "nothing of the sync was applied"
     );
 }
