@@ -140,9 +140,8 @@ pub(super) async fn run_hooks(
     let mut missing = Vec::new();
     for h in hooks {
         let r = hook_ref(h)?;
-        let api = resolver.api(&r).await.map_err(|e| e.to_string())?;
-        let live = api
-            .get_opt(&r.name)
+        let live = resolver
+            .get_live(&r)
             .await
             .map_err(|e| format!("{stage} hook {}: {e}", h.label))?;
         if live.is_none() {
@@ -254,17 +253,13 @@ pub(super) async fn delete_in_waves(
     let mut live = Vec::new();
     let mut errors = Vec::new();
     for r in &ordered {
-        let got = match resolver.api(r).await {
-            Ok(api) => api.get_opt(&r.name).await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        match got {
+        match resolver.get_live(r).await {
             Ok(None) => changes.push(r.clone(), Action::Deleted),
             Ok(Some(obj)) => {
                 live.push(serde_json::to_value(&obj).unwrap_or(Value::Null));
                 refs.push(r.clone());
             }
-            Err(e) => errors.push(format!("{} query failed: {e}", r.subject())),
+            Err(e) => errors.push(e),
         }
     }
     let fail = |errors: Vec<String>, changes: ChangeSet, not_deleted: Vec<ObjectRef>| DeleteError {

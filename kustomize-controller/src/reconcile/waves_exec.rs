@@ -339,12 +339,7 @@ async fn read_live(
     let mut live_refs = Vec::new();
     let mut live = Vec::new();
     for obj in stale {
-        let api = resolver.api(obj).await.map_err(|e| e.to_string())?;
-        let got = api
-            .get_opt(&obj.name)
-            .await
-            .map_err(|e| format!("{} query failed: {e}", obj.subject()))?;
-        if let Some(o) = got {
+        if let Some(o) = resolver.get_live(obj).await? {
             live.push(serde_json::to_value(&o).map_err(|e| e.to_string())?);
             live_refs.push(obj.clone());
         }

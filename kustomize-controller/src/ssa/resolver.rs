@@ -146,6 +146,14 @@ impl Resolver {
         Ok((ar, namespaced))
     }
 
+    /// The live `obj`, or `None` when it does not exist; an error names the object
+    /// (`<subject> query failed: …`).
+    pub async fn get_live(&self, obj: &ObjectRef) -> Result<Option<DynamicObject>, String> {
+        let failed = |e: &dyn std::fmt::Display| format!("{} query failed: {e}", obj.subject());
+        let api = self.api(obj).await.map_err(|e| failed(&e))?;
+        api.get_opt(&obj.name).await.map_err(|e| failed(&e))
+    }
+
     /// A dynamic API handle for `obj` (namespaced objects need a namespace).
     pub async fn api(&self, obj: &ObjectRef) -> Result<Api<DynamicObject>, LookupError> {
         let (ar, namespaced) = self.resolve(obj).await.map_err(|e| e.into_lookup(obj))?;
