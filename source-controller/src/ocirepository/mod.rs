@@ -36,10 +36,3 @@ impl Default for OciSettings {
         }
     }
 }
-
-impl OciSettings {
-    /// The registry client's limits.
-    pub fn client_limits(&self) -> rflux_oci::Limits {
-        rflux_oci::Limits::default()
-    }
-}

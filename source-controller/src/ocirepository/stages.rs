@@ -181,7 +181,7 @@ async fn reconcile_auth(run: &Run<'_>, repo: Repository) -> Result<Client, Stage
                 .map_err(|e| auth_failed(format!("failed to get proxy address: {e}")))?,
         );
     }
-    Client::new(repo, keychain, cfg, run.ctx.oci.client_limits()).map_err(|e| {
+    Client::new(repo, keychain, cfg, rflux_oci::Limits::default()).map_err(|e| {
         auth_failed(format!(
             "failed to generate transport for '{}': {e}",
             spec.url
