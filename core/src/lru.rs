@@ -48,6 +48,11 @@ impl<K: Eq + Hash + Clone, V: Clone> Lru<K, V> {
         self.entries.insert(key, (value, self.tick));
     }
 
+    /// Removes `key`, giving its value back.
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        self.entries.remove(key).map(|(v, _)| v)
+    }
+
     /// How many entries are held.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -89,6 +94,8 @@ mod tests {
         assert_eq!((c.get(&"a"), c.get(&"c")), (Some(1), Some(3)));
         c.insert("a", 10);
         assert_eq!((c.len(), c.get(&"a")), (2, Some(10)));
+        assert_eq!(c.remove(&"a"), Some(10));
+        assert_eq!((c.len(), c.get(&"a"), c.remove(&"a")), (1, None, None));
     }
 
     #[test]

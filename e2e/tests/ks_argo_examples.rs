@@ -8,10 +8,10 @@
 //! ("resource_hooks.md") of argoproj/argo-cd, and the reference
 //! `../shared/reference/argo-semantics.md` (§n).
 //!
-//! `sync-waves/manifests.yaml` names its PreSync Job with `generateName` only, which kustomize
-//! refuses ("missing metadata.name", Flux's kustomize-controller as well). The layout is tested
-//! with that one field turned into `name:` (`sync-waves-named/`, made here at test time); a test
-//! of the verbatim file states that the build refuses it, as Flux's does.
+//! `sync-waves/manifests.yaml` names its PreSync Job with `generateName` only. kustomize refuses
+//! that ("missing metadata.name", Flux's kustomize-controller as well); an opted-in Kustomization
+//! builds it (`BuildOptions::generate_names`) and names the hook as Argo does (§2.3). A test
+//! states that without the opt-in the build refuses it, as Flux's does.
 //!
 //! kwok makes the ReplicaSets' Pods Ready and completes the Pods a Job owns, so every hook
 //! succeeds and every workload becomes available. Times are first sightings of a poller that
@@ -53,24 +53,6 @@ fn example_files() -> Vec<(String, String)> {
         for n in names {
             let text = std::fs::read_to_string(root.join(dir).join(&n)).unwrap();
             out.push((format!("{dir}/{n}"), text));
-        }
-    }
-    out
-}
-
-/// `sync-waves/` with the PreSync Job's `generateName:` turned into `name:` (kustomize needs a
-/// name), under `sync-waves-named/`.
-fn named_copy(files: &[(String, String)]) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (path, text) in files {
-        if let Some(rest) = path.strip_prefix("sync-waves/") {
-            let text = if rest == "manifests.yaml" {
-                assert_eq!(text.matches("generateName: ").count(), 1);
-                text.replace("generateName: ", "name: ")
-            } else {
-                text.clone()
-            };
-            out.push((format!("sync-waves-named/{rest}"), text));
         }
     }
     out
@@ -398,14 +380,13 @@ async fn pre_post_sync_example_runs_its_hooks_around_the_sync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_waves_example_applies_its_waves_and_hooks_in_order() {
     let files = example_files();
-    let named = named_copy(&files);
-    let refs: Vec<(&str, String)> = named.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
+    let refs: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
     let mut env = Env::start("argoex-waves", "ArgoSyncSemantics=true", &refs).await;
     let rev = format!("main@sha1:{}", env.repo.head().unwrap());
     let ns = env.ns.clone();
     let t0 = Instant::now();
     let (seen, poller) = watch(&env, "waves", t0);
-    env.create_ks("waves", "./sync-waves-named", json!({}), opt_in())
+    env.create_ks("waves", "./sync-waves", json!({}), opt_in())
         .await;
     let r = rev.clone();
     let k = env
@@ -422,7 +403,35 @@ async fn sync_waves_example_applies_its_waves_and_hooks_in_order() {
     .await;
     let s = lock(&seen).clone();
     println!("seen: {s:#?}");
+    // The PreSync Job has `generateName: upgrade-sql-schema` (no name). §2.3: Argo names it
+    // `<generateName>` + lowercase(`<first 7 of the revision>-<phase>-<start, Unix seconds>`).
+    let commit = env.repo.head().unwrap();
+    let presync_prefix = format!("Job/upgrade-sql-schema{}-presync-", &commit[..7]);
+    let presync: Vec<&String> = s
+        .objects
+        .keys()
+        .filter(|k| k.starts_with("Job/upgrade-sql-schema"))
+        .collect();
+    assert_eq!(presync.len(), 1, "one PreSync Job: {s:#?}");
+    let presync_key = presync[0].clone();
+    let start = presync_key
+        .strip_prefix(&presync_prefix)
+        .unwrap_or_else(|| panic!("{presync_key} is not named {presync_prefix}<start>"));
+    let start: u64 = start.parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(
+        start <= now && now - start < 600,
+        "the start {start} is not the sync's (now {now})"
+    );
     let life = |key: &str| {
+        let key = if key == "Job/upgrade-sql-schema" {
+            presync_key.as_str()
+        } else {
+            key
+        };
         s.objects
             .get(key)
             .cloned()
@@ -482,7 +491,8 @@ async fn sync_waves_example_applies_its_waves_and_hooks_in_order() {
     // only be created once"; none of the three hooks has HookSucceeded (BeforeHookCreation,
     // explicit or the default, §2.2), so the three Jobs stay after the sync, outside the
     // managed set (§2.1).
-    let jobs: BTreeSet<String> = ["maint-page-down", "maint-page-up", "upgrade-sql-schema"]
+    let presync_name = presync_key.trim_start_matches("Job/").to_string();
+    let jobs: BTreeSet<String> = ["maint-page-down", "maint-page-up", presync_name.as_str()]
         .map(String::from)
         .into();
     assert_eq!(live_jobs(&env).await, jobs, "the hooks left behind");
@@ -504,16 +514,13 @@ async fn sync_waves_example_applies_its_waves_and_hooks_in_order() {
     // lower waves." Hooks are not pruned (§2.1).
     env.repo
         .write(
-            "sync-waves-named/kustomization.yaml",
+            "sync-waves/kustomization.yaml",
             &ks_env::argo_kustomization(&["keep.yaml"]),
         )
         .unwrap();
-    env.repo.remove("sync-waves-named/manifests.yaml").unwrap();
+    env.repo.remove("sync-waves/manifests.yaml").unwrap();
     env.repo
-        .write(
-            "sync-waves-named/keep.yaml",
-            &ks_env::cm("keep", &[("a", "b")]),
-        )
+        .write("sync-waves/keep.yaml", &ks_env::cm("keep", &[("a", "b")]))
         .unwrap();
     let rev2 = env.push("drop the example").await;
     let r = rev2.clone();
@@ -552,22 +559,16 @@ async fn sync_waves_example_applies_its_waves_and_hooks_in_order() {
     );
 }
 
-/// The upstream file as is: Argo CD names a `generateName` hook `<generateName>` +
-/// lowercase(`<first 7 of the revision>-<phase>-<operation start, Unix seconds>`) (§2.3;
-/// resource_hooks.md: "If you want a hook to be re-created each time either use
-/// `BeforeHookCreation` policy (see below) or `/metadata/generaName`").
-///
-/// The verbatim `sync-waves/`: Argo reads the directory as plain YAML and names its
-/// generateName-only PreSync Job itself; kustomize (ours like Flux's) refuses an object without
-/// `metadata.name`, so the build fails before the hook planning can name it. This states that
-/// gap (docs/argo-compat.md, "Still to do"): Ready=False `BuildFailed` naming the missing name,
-/// and no Job created.
+/// The verbatim `sync-waves/` without the opt-in (the gate is on, the Kustomization carries
+/// no `rflux.dev/argo-semantics`): Flux semantics, so kustomize refuses the generateName-only
+/// PreSync Job as Flux's kustomize-controller does: Ready=False `BuildFailed` naming the missing
+/// name, and nothing applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_waves_example_verbatim_is_refused_by_the_build_like_flux() {
+async fn sync_waves_example_without_the_opt_in_is_refused_by_the_build_like_flux() {
     let files = example_files();
     let refs: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
     let mut env = Env::start("argoex-gen", "ArgoSyncSemantics=true", &refs).await;
-    env.create_ks("waves", "./sync-waves", json!({}), opt_in())
+    env.create_ks("waves", "./sync-waves", json!({}), json!({}))
         .await;
     let k = env
         .wait_ks("waves", "Ready=False BuildFailed", |k| {

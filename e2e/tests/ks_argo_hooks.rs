@@ -334,3 +334,176 @@ async fn hooks_run_in_their_phases_and_only_on_change() {
     }
     println!("total {:.1} s", t_start.elapsed().as_secs_f64());
 }
+
+/// A failing PreSync hook named by `generateName` alone, retried every 2 s: each retry is the
+/// same Argo sync operation, so the hook keeps its generated name (§2.3: the operation start is
+/// part of it) and `BeforeHookCreation` replaces the Job, as an Argo retry does. Without that,
+/// each retry would leave one more failed Job behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_generate_name_hook_keeps_its_name_across_retries() {
+    let hook = job("migrate", "PreSync", None, true)
+        .replace("  name: migrate\n", "  generateName: migrate-\n");
+    assert!(hook.contains("generateName: migrate-"), "{hook}");
+    let files = [
+        (
+            "retry/kustomization.yaml",
+            argo_kustomization(&["app.yaml", "pre.yaml"]),
+        ),
+        ("retry/app.yaml", argo_deployment("retry-app", "0")),
+        ("retry/pre.yaml", hook),
+    ];
+    let env = Env::start("argoretry", "ArgoSyncSemantics=true", &files).await;
+    let commit = env.repo.head().unwrap();
+    let t0 = Instant::now();
+    let (seen, poller) = watch(&env, t0);
+    let opt_in = json!({"rflux.dev/argo-semantics": "enabled",
+                        "rflux.dev/argo-sync-wave-delay": "300ms"});
+    env.create_ks("retry", "./retry", json!({}), opt_in).await;
+    let prefix = format!("migrate-{}-presync-", &commit[..7]);
+    // Three attempts: three Jobs created (under one name, asserted below).
+    let s2 = seen.clone();
+    support::procs::wait_for(ks_env::TIMEOUT, "three attempts of the hook", || {
+        let attempts: usize = lock(&s2)
+            .job_uids
+            .iter()
+            .filter(|(n, _)| n.starts_with("migrate-"))
+            .map(|(_, u)| u.len())
+            .sum();
+        async move { Ok((attempts >= 3).then_some(())) }
+    })
+    .await
+    .unwrap();
+    env.ks
+        .patch(
+            "retry",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
+    poller.abort();
+    let s = lock(&seen);
+    println!("jobs seen: {:?}", s.job_uids);
+    let names: Vec<&String> = s
+        .job_uids
+        .keys()
+        .filter(|n| n.starts_with("migrate-"))
+        .collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "one name across the retries: {:?}",
+        s.job_uids
+    );
+    assert!(
+        names[0].starts_with(&prefix),
+        "{} is not {prefix}<start>",
+        names[0]
+    );
+    assert!(s.job_uids[names[0]].len() >= 3, "{:?}", s.job_uids);
+    assert!(
+        !s.deployments.contains_key("retry-app"),
+        "the Deployment of the failing sync was applied"
+    );
+}
+
+/// `HookFailed` (§2.2: "the hook is deleted when the OPERATION fails (or is terminated), whatever
+/// this hook's own result"): in a failing sync, a PreSync hook that completed (wave -1) and the
+/// one that failed (wave 0) are both deleted, before the SyncFail hook runs, which stays; in a
+/// successful sync a `HookFailed` hook stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_failed_policy_deletes_the_hooks_of_a_failed_sync_only() {
+    let wave = |text: String, w: &str| {
+        text.replace(
+            "    argocd.argoproj.io/hook: PreSync\n",
+            &format!(
+                "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/sync-wave: \"{w}\"\n"
+            ),
+        )
+    };
+    let files = [
+        (
+            "hfok/kustomization.yaml",
+            argo_kustomization(&["app.yaml", "pre.yaml"]),
+        ),
+        ("hfok/app.yaml", argo_deployment("hfok-app", "0")),
+        (
+            "hfok/pre.yaml",
+            job("hfok-pre", "PreSync", Some("HookFailed"), false),
+        ),
+        (
+            "hfbad/kustomization.yaml",
+            argo_kustomization(&["app.yaml", "first.yaml", "pre.yaml", "syncfail.yaml"]),
+        ),
+        ("hfbad/app.yaml", argo_deployment("hfbad-app", "0")),
+        (
+            "hfbad/first.yaml",
+            wave(
+                job("hfbad-first", "PreSync", Some("HookFailed"), false),
+                "-1",
+            ),
+        ),
+        (
+            "hfbad/pre.yaml",
+            wave(job("hfbad-pre", "PreSync", Some("HookFailed"), true), "0"),
+        ),
+        (
+            "hfbad/syncfail.yaml",
+            job("hfbad-syncfail", "SyncFail", None, false),
+        ),
+    ];
+    assert!(files[5].1.contains("sync-wave: \"-1\""), "{}", files[5].1);
+    let mut env = Env::start("argohookfailed", "ArgoSyncSemantics=true", &files).await;
+    let rev = format!("main@sha1:{}", env.repo.head().unwrap());
+    let ns = env.ns.clone();
+    let (seen, poller) = watch(&env, Instant::now());
+    let opt_in = json!({"rflux.dev/argo-semantics": "enabled",
+                        "rflux.dev/argo-sync-wave-delay": "300ms"});
+    env.create_ks("hfok", "./hfok", json!({}), opt_in.clone())
+        .await;
+    env.create_ks("hfbad", "./hfbad", json!({}), opt_in).await;
+    let r = rev.clone();
+    env.wait_ks("hfok", "Ready", move |k| ready_at(k, &r)).await;
+    let needle = format!("PreSync hook Job/{ns}/hfbad-pre failed");
+    let k = env
+        .wait_ks("hfbad", "failed PreSync hook", move |k| {
+            ks_env::failed_with(k, "ReconciliationFailed", &[&needle])
+        })
+        .await;
+    println!("hfbad: {}", ready_message(&k));
+    env.ks
+        .patch(
+            "hfbad",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": true}})),
+        )
+        .await
+        .unwrap();
+    poller.abort();
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
+    assert!(
+        jobs.get_opt("hfok-pre").await.unwrap().is_some(),
+        "a HookFailed hook of a successful sync was deleted"
+    );
+    let (job_uids, complete, deployments) = {
+        let s = lock(&seen);
+        (s.job_uids.clone(), s.complete.clone(), s.deployments.clone())
+    };
+    println!("jobs seen: {job_uids:?}");
+    for gone in ["hfbad-first", "hfbad-pre"] {
+        assert!(job_uids.contains_key(gone), "{gone} never ran: {job_uids:?}");
+        assert!(
+            jobs.get_opt(gone).await.unwrap().is_none(),
+            "{gone} (HookFailed) is still there after the failed sync"
+        );
+    }
+    assert!(
+        complete.contains_key("hfbad-first"),
+        "the wave -1 hook did not complete before the failure: {complete:?}"
+    );
+    assert!(
+        jobs.get_opt("hfbad-syncfail").await.unwrap().is_some(),
+        "the SyncFail hook (no policy: BeforeHookCreation) is not there"
+    );
+    assert!(!deployments.contains_key("hfbad-app"));
+}

@@ -65,6 +65,7 @@ fn overrides(o: &Ovr, n: usize) -> FluxOverrides {
         } else {
             Vec::new()
         },
+        generate_names: false,
     }
 }
 

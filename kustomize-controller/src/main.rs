@@ -137,6 +137,8 @@ fn build_command(
     };
     let mut opts = BuildOptions {
         load_restrictor: restrictor,
+        // the Argo plan may hold hooks named by `generateName` alone
+        generate_names: argo_order,
         ..BuildOptions::default()
     };
     let keys = if decrypt_keys.is_empty() {

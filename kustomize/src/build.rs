@@ -40,7 +40,11 @@ pub(crate) fn build_loaded_with(
 ) -> Result<Vec<Resource>> {
     let mut ctx = Ctx::new(ldr.root.clone());
     let acc = accumulate_tree(ldr, k, &mut ctx)?;
-    finish(ldr, acc, k, default_sort).map_err(|e| k.locate(ldr, e))
+    let mut out = finish(ldr, acc, k, default_sort).map_err(|e| k.locate(ldr, e))?;
+    if ldr.generate_names() {
+        crate::generate_name::restore_generate_names(out.iter_mut().map(|r| &mut r.obj));
+    }
+    Ok(out)
 }
 
 /// The steps after all kustomizations are accumulated: hash suffixes, name references, build

@@ -38,6 +38,9 @@ pub struct FluxOverrides {
     pub ignore_missing_components: bool,
     /// `spec.buildMetadata`: replaces the kustomization's `buildMetadata` when not empty.
     pub build_metadata: Vec<String>,
+    /// Not Flux: accept objects named by `generateName` alone ([`BuildOptions::generate_names`];
+    /// the controller sets it only for a Kustomization opted in to Argo CD semantics).
+    pub generate_names: bool,
 }
 
 /// Builds `path` (relative to the artifact `root`, `..` clamped at the root) the way Flux
@@ -71,6 +74,7 @@ pub fn build_flux_overlaid(
         max_file_bytes: None,
         budget: budget.clone(),
         overlay: files,
+        generate_names: overrides.generate_names,
     };
     let ldr = Loader::new(&dir, &opts)?;
     let has_file = KUSTOMIZATION_FILE_NAMES

@@ -34,6 +34,10 @@ pub struct BuildOptions {
     /// Files whose content the build reads from memory instead of the disk (Flux's SOPS
     /// decryption of generator and patch files, which must not write plaintext to disk).
     pub overlay: Option<Arc<FileOverlay>>,
+    /// Accept objects named by `metadata.generateName` alone (not kustomize: an opt-in
+    /// extension for Argo CD hooks). They are built under a placeholder name and come out with
+    /// `generateName` set and no `name` (see [`crate::generate_name`]).
+    pub generate_names: bool,
 }
 
 /// Replacement contents for files of the tree, by their real path (symlinks resolved). A file
@@ -94,6 +98,7 @@ struct Shared {
     max_file_bytes: u64,
     meter: Meter,
     overlay: Option<Arc<FileOverlay>>,
+    generate_names: bool,
 }
 
 /// A loader rooted at one kustomization directory.
@@ -177,6 +182,7 @@ impl Loader {
                 max_file_bytes: opts.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
                 meter: Meter::start(&opts.budget),
                 overlay: opts.overlay.clone(),
+                generate_names: opts.generate_names,
             }),
         };
         l.check_fence(dir, &l.root)?;
@@ -193,6 +199,11 @@ impl Loader {
             });
         }
         Ok(())
+    }
+
+    /// Whether objects named by `generateName` alone are accepted.
+    pub(crate) fn generate_names(&self) -> bool {
+        self.shared.generate_names
     }
 
     /// What the build has used of its budget.

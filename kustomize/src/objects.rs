@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::error::{KustomizeError, Location, Result};
+use crate::generate_name::name_placeholder;
 use crate::item::Item;
 use crate::loader::Loader;
 use crate::yaml::positions::positions;
@@ -39,8 +40,7 @@ pub(crate) fn load_items(ldr: &Loader, entry: &str) -> Result<Vec<Item>> {
         if let Err(e) = flatten(
             doc.value,
             doc.empty_values,
-            &origin,
-            &path,
+            (&origin, &path, ldr.generate_names()),
             &mut within,
             &mut out,
         ) {
@@ -83,14 +83,15 @@ pub(crate) fn load_objects(ldr: &Loader, entry: &str) -> Result<Vec<Value>> {
 
 /// Adds a document's objects to `out`. On error, `within` is the path of the `List` item that
 /// failed.
+/// `from` is (origin, path, whether `generateName` alone names an object).
 fn flatten(
-    doc: Value,
+    mut doc: Value,
     empties: Vec<Vec<PathSeg>>,
-    origin: &str,
-    path: &Path,
+    from: (&str, &Path, bool),
     within: &mut Vec<PathSeg>,
     out: &mut Vec<Item>,
 ) -> Result<()> {
+    let (origin, path, generate_names) = from;
     let invalid = |m: String| KustomizeError::InvalidResource {
         file: path.to_path_buf(),
         origin: origin.to_string(),
@@ -99,7 +100,11 @@ fn flatten(
     let Value::Object(_) = &doc else {
         return Err(invalid(format!("expected a mapping, got {doc}")));
     };
-    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if kind.ends_with("List") && doc.get("items").is_some() {
         if let Some(Value::Array(items)) = doc.get("items") {
             for (i, it) in items.clone().into_iter().enumerate() {
@@ -113,7 +118,7 @@ fn flatten(
                     .map(|p| p[2..].to_vec())
                     .collect();
                 within.extend([PathSeg::Key("items".into()), PathSeg::Index(i)]);
-                flatten(it, sub, origin, path, within, out)?;
+                flatten(it, sub, from, within, out)?;
                 within.truncate(within.len() - 2);
             }
         }
@@ -126,6 +131,7 @@ fn flatten(
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .is_none_or(str::is_empty)
+        && !(generate_names && name_placeholder(&mut doc, origin, out.len()))
     {
         return Err(invalid(format!(
             "missing metadata.name in object of kind '{kind}'"

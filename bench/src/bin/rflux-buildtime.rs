@@ -101,7 +101,7 @@ async fn pass(
     if !rflux_core::secure_join(dir.path(), &path).exists() {
         bail!("kustomization path not found: {path}");
     }
-    let objects = build_objects(dir.path(), spec, timeout, None)
+    let objects = build_objects(dir.path(), spec, timeout, None, false)
         .await
         .context("build")?;
     let done = Instant::now();

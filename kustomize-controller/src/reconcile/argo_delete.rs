@@ -76,7 +76,7 @@ pub(super) async fn render_hooks(
         .await
         .map_err(|e| build(e.to_string()))?
         .map(Arc::new);
-    let objects = build_objects(dir.path(), &ks.spec, timeout, keys)
+    let objects = build_objects(dir.path(), &ks.spec, timeout, keys, true)
         .await
         .map_err(|e| build(e.to_string()))?;
     drop(dir);

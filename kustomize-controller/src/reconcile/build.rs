@@ -35,15 +35,21 @@ pub enum BuildObjectsError {
 /// Builds `spec.path` under `root` (the unpacked artifact) with Flux's overrides from `spec`,
 /// on a blocking thread, within the engine's budget bounded by `timeout`. With `keys`
 /// (`spec.decryption`), SOPS-encrypted generator and patch files are decrypted into memory
-/// before the build and encrypted objects after it, on the same thread.
+/// before the build and encrypted objects after it, on the same thread. With `generate_names`
+/// (a Kustomization opted in to Argo CD semantics), objects named by `generateName` alone are
+/// built instead of refused.
 pub async fn build_objects(
     root: &Path,
     spec: &KustomizationSpec,
     timeout: Duration,
     keys: Option<Arc<Keys>>,
+    generate_names: bool,
 ) -> Result<Vec<Value>, BuildObjectsError> {
     let path = spec.path.clone().unwrap_or_else(|| "./".into());
-    let overrides = overrides_from_spec(spec);
+    let overrides = rflux_kustomize::FluxOverrides {
+        generate_names,
+        ..overrides_from_spec(spec)
+    };
     let root: PathBuf = root.to_path_buf();
     // The build's own budget: `spec.timeout`, and the engine's caps on objects, bytes and
     // depth (a hostile tree ends in a BuildFailed, not a stuck work slot).

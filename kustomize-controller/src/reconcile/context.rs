@@ -102,7 +102,18 @@ pub struct Context {
     pub fence: WriteFence,
     /// Impersonating clients, by user name.
     pub(super) clients: Mutex<HashMap<String, Client>>,
+    /// Argo sync semantics: the start (Unix seconds) of the sync operation of a Kustomization
+    /// (uid, revision, manifests digest) that has not succeeded yet. Its retries keep it, so a
+    /// `generateName` hook keeps its name and `BeforeHookCreation` replaces it, as an Argo
+    /// retry does, instead of leaving one more object per retry.
+    pub(super) sync_starts: Mutex<rflux_core::Lru<SyncKey, i64>>,
 }
+
+/// (Kustomization uid, revision, manifests digest).
+pub(super) type SyncKey = (String, String, String);
+
+/// How many unfinished Argo syncs have their start remembered.
+const SYNC_STARTS: usize = 1024;
 
 impl Context {
     /// The applied-object tracker for `ks`: it watches the local cluster only, so a
@@ -111,6 +122,27 @@ impl Context {
         self.tracker
             .as_ref()
             .filter(|_| ks.spec.kube_config.is_none())
+    }
+
+    /// The start of the sync operation `key`: remembered from its first attempt, else `now`.
+    pub(super) fn sync_start(&self, key: &SyncKey, now: i64) -> i64 {
+        let mut starts = self
+            .sync_starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(t) = starts.get(key) {
+            return t;
+        }
+        starts.insert(key.clone(), now);
+        now
+    }
+
+    /// The sync operation `key` succeeded: a later sync of the same state is a new operation.
+    pub(super) fn sync_done(&self, key: &SyncKey) {
+        self.sync_starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
     }
 
     /// A context with the given parts and Flux's defaults for the rest.
@@ -147,6 +179,7 @@ impl Context {
             work_slots: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             fence: WriteFence::open(),
             clients: Mutex::new(HashMap::new()),
+            sync_starts: Mutex::new(rflux_core::Lru::new(SYNC_STARTS)),
         }
     }
 

@@ -122,12 +122,17 @@ impl<'a> Pipeline<'a> {
         )
         .map_err(at)?;
         // Argo CD sync waves (issue 17): `None` unless the gate and the annotation opt in.
+        let sync_key = (self.ks.uid().unwrap_or_default(), revision.clone(), digest.clone());
+        let mut argo = false;
         let waves = waves::prepare(
             self.ctx.argo_sync_semantics,
             self.ks,
             &objects,
-            &revision,
-            &digest,
+            (&revision, &digest),
+            || {
+                argo = true;
+                self.ctx.sync_start(&sync_key, unix_now())
+            },
         )
         .map_err(at)?;
         argo_namespace::ensure(self.ctx, self.ks, &objects, &revision)
@@ -145,6 +150,9 @@ impl<'a> Pipeline<'a> {
             return Err(at(e));
         }
         let healthy = self.health(&applied, &checked).await.map_err(at)?;
+        if argo {
+            self.ctx.sync_done(&sync_key);
+        }
         Ok(Applied {
             changed: applied.changes.has_changes() || pruned,
             origin_revision: artifact
@@ -299,7 +307,14 @@ impl<'a> Pipeline<'a> {
             .await
             .map_err(|e| build_failed(e.to_string()))?
             .map(Arc::new);
-        build_objects(root, &self.ks.spec, timeout, keys)
+        // Argo CD hooks may be named by `generateName` alone (issue 17): accepted only when the
+        // Kustomization is opted in (a bad opt-in is reported by the waves stage).
+        let argo = crate::argo::settings(
+            self.ctx.argo_sync_semantics,
+            self.ks.metadata.annotations.as_ref(),
+        )
+        .is_ok_and(|s| s.is_some());
+        build_objects(root, &self.ks.spec, timeout, keys, argo)
             .await
             .map_err(|e| {
                 let message = match e {
@@ -544,6 +559,14 @@ fn relative_to_artifact(message: &str, root: &Path) -> String {
         out = replaced;
     }
     out
+}
+
+/// Seconds since the Unix epoch (0 before it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ pub fn overrides_from_spec(spec: &KustomizationSpec) -> FluxOverrides {
             .filter_map(|b| serde_json::to_value(b).ok())
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect(),
+        // not a spec field: the build stage sets it for an Argo opt-in
+        generate_names: false,
     }
 }
 

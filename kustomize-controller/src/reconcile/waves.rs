@@ -123,12 +123,14 @@ pub fn synced_before(ks: &Kustomization, revision: &str, digest: &str) -> bool {
 /// Reads the opt-in (`gate`: the feature gate) and plans the waves of `objects`, built from
 /// `revision` with manifests `digest`. `Ok(None)`: Flux semantics. Stalls on an invalid
 /// opt-in, a refused sync option, or an option not implemented yet.
+/// `started_at_unix` gives the start of the sync operation (Unix seconds), which names the
+/// `generateName` hooks; it is asked only when the Kustomization is opted in.
 pub fn prepare(
     gate: bool,
     ks: &Kustomization,
     objects: &[Value],
-    revision: &str,
-    digest: &str,
+    (revision, digest): (&str, &str),
+    started_at_unix: impl FnOnce() -> i64,
 ) -> Result<Option<Waves>, StageError> {
     let annotations = ks.metadata.annotations.as_ref();
     let refused = |message: String| {
@@ -143,10 +145,7 @@ pub fn prepare(
         return Ok(None);
     };
     let delay = wave_delay(annotations).map_err(refused)?;
-    let started_at_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
+    let started_at_unix = started_at_unix();
     let options = PlanOptions {
         destination_namespace: ks.spec.target_namespace.clone(),
         prune_last: settings.prune_last,
@@ -298,7 +297,7 @@ mod tests {
     const REV: &str = "main@sha1:1a2b3c4d5e6f";
 
     fn prep(gate: bool, ks: &Kustomization, objs: &[Value]) -> Result<Option<Waves>, StageError> {
-        prepare(gate, ks, objs, REV, "sha256:d")
+        prepare(gate, ks, objs, (REV, "sha256:d"), || 1_735_689_600)
     }
 
     fn job(name: &str, hook: &str, extra: Value) -> Value {
