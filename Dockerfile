@@ -1,13 +1,14 @@
 # syntax=docker/dockerfile:1
 #
-# Images of rflux's two controllers. One build stage compiles both binaries statically
+# Images of rflux's three controllers. One build stage compiles the binaries statically
 # (glibc with crt-static, the same command as `make static`); each controller then gets its own
 # minimal image:
 #
 #   docker build --target kustomize-controller -t ghcr.io/rflux/rflux-kustomize-controller:v0.1.0 .
 #   docker build --target source-controller    -t ghcr.io/rflux/rflux-source-controller:v0.1.0 .
+#   docker build --target resourceset-controller -t ghcr.io/rflux/rflux-resourceset-controller:v0.1.0 .
 #
-# Both run as the unprivileged user 65534 (nobody) and work with a read-only root filesystem
+# All run as the unprivileged user 65534 (nobody) and work with a read-only root filesystem
 # (the install manifests mount emptyDirs at /tmp and, for source-controller, /data).
 # docs/install.md explains the choices (why glibc, why source-controller carries ssh).
 
@@ -26,10 +27,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     set -eux; \
     triple="$(uname -m)-unknown-linux-gnu"; \
     RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked \
-      --target "$triple" -p source-controller -p kustomize-controller; \
-    scripts/check-static.sh "target/$triple/release/source-controller" "target/$triple/release/kustomize-controller"; \
+      --target "$triple" -p source-controller -p kustomize-controller -p resourceset-controller; \
+    scripts/check-static.sh "target/$triple/release/source-controller" "target/$triple/release/kustomize-controller" "target/$triple/release/resourceset-controller"; \
     mkdir -p /out; \
-    cp "target/$triple/release/source-controller" "target/$triple/release/kustomize-controller" /out/
+    cp "target/$triple/release/source-controller" "target/$triple/release/kustomize-controller" "target/$triple/release/resourceset-controller" /out/
 
 # kustomize-controller needs nothing beyond CA certificates: distroless "static" has them,
 # plus /etc/passwd, /etc/nsswitch.conf and tzdata.
@@ -40,6 +41,16 @@ LABEL org.opencontainers.image.title="rflux-kustomize-controller" \
 COPY --from=build /out/kustomize-controller /usr/local/bin/kustomize-controller
 USER 65534:65534
 ENTRYPOINT ["/usr/local/bin/kustomize-controller"]
+
+# resourceset-controller (Flux Operator's ResourceSet API) needs CA certificates only, like
+# kustomize-controller.
+FROM gcr.io/distroless/static-debian12:nonroot AS resourceset-controller
+LABEL org.opencontainers.image.title="rflux-resourceset-controller" \
+      org.opencontainers.image.description="Flux Operator compatible ResourceSet controller written in Rust" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /out/resourceset-controller /usr/local/bin/resourceset-controller
+USER 65534:65534
+ENTRYPOINT ["/usr/local/bin/resourceset-controller"]
 
 # source-controller runs the OpenSSH client for ssh:// Git URLs (and /bin/sh for the key
 # passphrase helper), so its base is a slim Debian with openssh-client and CA certificates.

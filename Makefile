@@ -30,14 +30,16 @@ lint:
 	python3 scripts/check-structure.py
 
 ## e2e-bins: build kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, the git server,
-## the sops and age CLIs (SOPS fixtures are encrypted at test time), the distribution OCI registry and
-## the cosign CLI (OCIRepository artifacts are pushed and signed at test time) from Go modules
+## the sops and age CLIs (SOPS fixtures are encrypted at test time), the distribution OCI registry,
+## the cosign CLI (OCIRepository artifacts are pushed and signed at test time) and flux-operator's CLI
+## and manager (the ResourceSet oracle; Go 1.27 toolchain from the module proxy) from Go modules
 e2e-bins:
 	e2e/k8s/build.sh
 	e2e/gitserver/build.sh
 	e2e/sops/build.sh
 	e2e/registry/build.sh
 	e2e/cosign/build.sh
+	e2e/flux-operator/build.sh
 
 ## env-up / env-down: a local control plane and git server for interactive use
 env-up: deps e2e-bins
@@ -65,7 +67,7 @@ test: deps lint e2e-bins flux-cli
 
 ## unit: only the tests that need no cluster
 unit:
-	$(CARGO) test -p rflux-kustomize -p rflux-sops -p rflux-common -p source-controller -p kustomize-controller
+	$(CARGO) test -p rflux-kustomize -p rflux-sops -p rflux-common -p source-controller -p kustomize-controller -p resourceset-controller
 
 ## run: the main job on the local embedded default
 run: env-up
@@ -87,12 +89,12 @@ bench-fleet: e2e-bins
 manifests:
 	$(CARGO) run -q -p rflux-common --bin crdgen
 
-## static: release binaries of both controllers, statically linked (glibc, crt-static), as the images
+## static: release binaries of the controllers, statically linked (glibc, crt-static), as the images
 ## carry them; then checks them (file/ldd say static, --help runs). Takes minutes: not part of `make test`.
 STATIC_TARGET ?= x86_64-unknown-linux-gnu
 static:
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(STATIC_TARGET) -p source-controller -p kustomize-controller
-	scripts/check-static.sh $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/source-controller $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/kustomize-controller
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --target $(STATIC_TARGET) -p source-controller -p kustomize-controller -p resourceset-controller
+	scripts/check-static.sh $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/source-controller $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/kustomize-controller $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release/resourceset-controller
 
 ## flux-cli: only Flux's `flux` CLI (the flux_cli e2e tests of `make test` drive our controllers with it)
 flux-cli:

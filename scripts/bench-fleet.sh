@@ -76,7 +76,7 @@ for n in $sizes; do
       for impl in $impls; do
         flags "$impl" "$profile"
         if [[ $impl == ours ]]; then
-          bin="${ours_bin:-$target/release}" crds=(manifests/crds/gitrepositories.yaml manifests/crds/ocirepositories.yaml manifests/crds/kustomizations.yaml)
+          bin="${ours_bin:-$target/release}" crds=(manifests/crds/gitrepositories.yaml manifests/crds/ocirepositories.yaml manifests/crds/kustomizations.yaml manifests/crds/resourcesets.yaml manifests/crds/resourcesetinputproviders.yaml)
         else
           bin="$flux_bin" crds=("${flux_crds[@]}")
         fi

@@ -18,7 +18,7 @@ MAX_LINES = 800
 # Tables of data, not logic.
 ALLOWED_LONG = set()
 CRATES = ["core", "common", "kustomize", "git", "source-controller", "kustomize-controller",
-          "e2e", "bench", "sops", "oci"]
+          "e2e", "bench", "sops", "oci", "ssa", "gotmpl", "resourceset-controller"]
 
 USE_RE = re.compile(r"^\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M | re.S)
 INLINE_RE = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")

@@ -2,7 +2,7 @@
 # make run: the main job on the local embedded default.
 # Expects `make env-up` to have started the control plane and the git server (make run does).
 # Then: pushes examples/sample/app to a repository on the local git server, installs the CRDs,
-# starts both controllers against the local control plane, applies the sample GitRepository and
+# starts the controllers (source, kustomize, resourceset) against the local control plane, applies the sample GitRepository and
 # Kustomization, and prints how to watch them. `make env-down` stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ ctl="$state/controllers"
 mkdir -p "$ctl" "$state/storage"
 
 echo "==> building the controllers"
-cargo build -q -p source-controller -p kustomize-controller
+cargo build -q -p source-controller -p kustomize-controller -p resourceset-controller
 
 echo "==> pushing the sample repository to the local git server"
 bare="$state/git/repos/sample.git"
@@ -33,7 +33,9 @@ cp -r examples/sample "$ctl/sample-work"
 sample_url="$RFLUX_E2E_GIT_HTTP/sample.git"
 
 echo "==> installing the CRDs"
-kubectl apply --server-side -f manifests/crds/gitrepositories.yaml -f manifests/crds/ocirepositories.yaml -f manifests/crds/kustomizations.yaml >/dev/null
+kubectl apply --server-side -f manifests/crds/gitrepositories.yaml -f manifests/crds/ocirepositories.yaml \
+  -f manifests/crds/kustomizations.yaml -f manifests/crds/resourcesets.yaml \
+  -f manifests/crds/resourcesetinputproviders.yaml >/dev/null
 kubectl create namespace flux-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
 start() {
@@ -52,6 +54,8 @@ start source-controller --metrics-addr=127.0.0.1:18080 --health-addr=127.0.0.1:1
   --watch-all-namespaces=true
 start kustomize-controller --metrics-addr=127.0.0.1:18081 --health-addr=127.0.0.1:19441 \
   --watch-all-namespaces=true
+start resourceset-controller --metrics-addr=127.0.0.1:18082 --health-addr=127.0.0.1:19442 \
+  --watch-all-namespaces=true
 
 echo "==> applying the sample GitRepository and Kustomization"
 sed "s#SAMPLE_GIT_URL#$sample_url#" examples/sample/cluster/sample.yaml | kubectl apply -f - >/dev/null
@@ -59,11 +63,11 @@ echo "==> waiting for the sample to become Ready (up to 2 minutes)"
 if ! kubectl -n flux-system wait kustomization/sample --for=condition=Ready --timeout=120s >/dev/null; then
   echo "the sample is not Ready yet; look at the controller logs in $ctl"
 fi
-kubectl get gitrepositories,kustomizations -A || true
+kubectl get gitrepositories,kustomizations,resourcesets,resourcesetinputproviders -A || true
 kubectl -n sample get deploy,svc,cm || true
 cat <<EOT
 
-The local control plane, the git server and both controllers are running.
+The local control plane, the git server and the controllers are running.
   export KUBECONFIG=$KUBECONFIG
   kubectl get gitrepositories,kustomizations -A -w      # watch them
   kubectl -n sample get deploy,svc,cm                   # what the sample deploys

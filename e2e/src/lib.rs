@@ -14,6 +14,7 @@
 mod control_plane;
 pub mod fault_proxy;
 pub mod flux;
+pub mod flux_operator;
 mod git_server;
 pub mod hostile_git;
 pub mod metrics;

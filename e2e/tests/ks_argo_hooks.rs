@@ -487,11 +487,18 @@ async fn hook_failed_policy_deletes_the_hooks_of_a_failed_sync_only() {
     );
     let (job_uids, complete, deployments) = {
         let s = lock(&seen);
-        (s.job_uids.clone(), s.complete.clone(), s.deployments.clone())
+        (
+            s.job_uids.clone(),
+            s.complete.clone(),
+            s.deployments.clone(),
+        )
     };
     println!("jobs seen: {job_uids:?}");
     for gone in ["hfbad-first", "hfbad-pre"] {
-        assert!(job_uids.contains_key(gone), "{gone} never ran: {job_uids:?}");
+        assert!(
+            job_uids.contains_key(gone),
+            "{gone} never ran: {job_uids:?}"
+        );
         assert!(
             jobs.get_opt(gone).await.unwrap().is_none(),
             "{gone} (HookFailed) is still there after the failed sync"

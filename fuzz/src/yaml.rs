@@ -16,6 +16,7 @@ fn limits() -> Limits {
         max_depth: 64,
         expansion_allowance: 1 << 20,
         expansion_factor: 16,
+        yaml11: false,
     }
 }
 

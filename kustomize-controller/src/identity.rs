@@ -28,6 +28,7 @@ pub fn owner(name: &str, namespace: &str) -> Owner {
         group: GROUP.to_string(),
         name: name.to_string(),
         namespace: namespace.to_string(),
+        options_group: String::new(),
     }
 }
 

@@ -9,13 +9,7 @@ use crate::ssa::{ObjectError, ObjectRef, apply_order};
 
 /// Builds an inventory from applied objects, in the given (apply) order, without duplicates.
 pub fn build<'a>(objects: impl IntoIterator<Item = &'a ObjectRef>) -> ResourceInventory {
-    let mut seen = HashSet::new();
-    let entries = objects
-        .into_iter()
-        .filter(|o| seen.insert(o.id()))
-        .map(ObjectRef::entry)
-        .collect();
-    ResourceInventory { entries }
+    crate::ssa::inventory_of(objects)
 }
 
 /// Stale objects: those in `old` whose id is not in `new`, with the version recorded in

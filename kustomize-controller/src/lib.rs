@@ -10,7 +10,6 @@
 //!   building blocks; [`identity`]: how this controller marks what it applies.
 
 pub mod argo;
-pub mod cel;
 pub mod config_watch;
 pub mod decrypt;
 pub mod fetch;
@@ -18,7 +17,12 @@ pub mod flags;
 pub mod identity;
 pub mod inventory;
 pub mod reconcile;
+pub mod remote;
 pub mod source_watch;
-pub mod ssa;
 pub mod substitute;
 pub mod tracker;
+
+/// The server-side apply layer, shared with the other controllers (`ssa/`, `rflux-ssa`).
+pub use rflux_ssa as ssa;
+/// CEL health expressions and `readyExpr` (in `rflux-ssa`, shared with the other appliers).
+pub use rflux_ssa::cel;

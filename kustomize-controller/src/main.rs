@@ -24,6 +24,7 @@ use kustomize_controller::flags::KustomizeControllerFlags;
 use kustomize_controller::reconcile::source::ArtifactSource;
 use kustomize_controller::reconcile::triggers::Triggers;
 use kustomize_controller::reconcile::{Context, reconcile};
+use kustomize_controller::remote::RemotePool;
 use kustomize_controller::source_watch::{source_events, watch_sources};
 use kustomize_controller::ssa::parse_custom_stage_kinds;
 use kustomize_controller::tracker::Tracker;
@@ -277,14 +278,19 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
             // --concurrent bounds the working stages; with the tracker, health waits run
             // beside them on its watches (see Context::work_slots).
             ctx.work_slots = Arc::new(tokio::sync::Semaphore::new(usize::from(concurrent.max(1))));
-            let drift = if watch_applied {
-                let (tracker, drift) =
-                    Tracker::new(mgr.client.clone(), flags.override_manager.clone());
-                ctx.tracker = Some(tracker);
-                Some(drift)
-            } else {
-                None
-            };
+            // One stream of Kustomizations to reconcile now: drift seen by the trackers (the
+            // local one and each remote cluster's), changed kubeconfig Secrets, remote clusters
+            // unreachable or back (`remote/`).
+            let (sink, drift) = futures::channel::mpsc::unbounded();
+            if watch_applied {
+                ctx.tracker = Some(Tracker::with_sink(
+                    mgr.client.clone(),
+                    flags.override_manager.clone(),
+                    sink.clone(),
+                    None,
+                ));
+            }
+            ctx.remote = RemotePool::new(mgr.client.clone(), Some(sink));
             ctx.override_managers = flags.override_manager.clone();
             ctx.sops_age_secret = (!flags.sops_age_secret.is_empty())
                 .then(|| (mgr.namespace.clone(), flags.sops_age_secret.clone()));
@@ -350,14 +356,9 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                     };
                     let controller = watch_sources(controller, git_events, triggers.clone());
                     let controller = watch_sources(controller, oci_events, triggers);
-                    match drift {
-                        Some(drift) => {
-                            controller.reconcile_on(drift.map(|(ns, name)| {
-                                ObjectRef::<Kustomization>::new(&name).within(&ns)
-                            }))
-                        }
-                        None => controller,
-                    }
+                    controller.reconcile_on(
+                        drift.map(|(ns, name)| ObjectRef::<Kustomization>::new(&name).within(&ns)),
+                    )
                 },
             )
             .await;

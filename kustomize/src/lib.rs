@@ -46,8 +46,8 @@ pub use budget::{
 pub use build::{MANAGED_BY, build};
 pub use error::{BudgetExceeded, KustomizeError, Location};
 pub use fieldspec::{FieldSpec, Gvk};
-pub use generate_name::{GENERATE_NAME_ANNOTATION, restore_generate_names};
 pub use flux::{FluxOverrides, build_flux, build_flux_overlaid, build_flux_with};
+pub use generate_name::{GENERATE_NAME_ANNOTATION, restore_generate_names};
 pub use kustomization::KUSTOMIZATION_FILE_NAMES;
 pub use loader::{BuildOptions, DEFAULT_MAX_FILE_BYTES, FileOverlay, LoadRestrictor};
 pub use resource::{ResId, Resource};

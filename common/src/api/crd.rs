@@ -104,7 +104,21 @@ pub fn crd_files() -> [&'static str; 3] {
     ]
 }
 
-/// The files of `manifests/crds/` as `(file name, contents)`, deterministic.
+/// The CRD files of the `fluxcd.controlplane.io` kinds of resourceset-controller, written by
+/// their own generator (`super::resourceset::crd`, whose tests check these names against its
+/// `crd_files`; named here so this file does not import that one, which imports this one).
+pub const OPERATOR_CRD_FILES: [&str; 2] = ["resourcesets.yaml", "resourcesetinputproviders.yaml"];
+
+/// Every CRD file `manifests/crds/kustomization.yaml` installs: Flux's kinds ([`crd_files`]),
+/// then [`OPERATOR_CRD_FILES`].
+pub fn installed_crd_files() -> Vec<&'static str> {
+    let mut files = crd_files().to_vec();
+    files.extend(OPERATOR_CRD_FILES);
+    files
+}
+
+/// The files of `manifests/crds/` for Flux's kinds as `(file name, contents)`, and the
+/// `kustomization.yaml` that installs [`installed_crd_files`]; deterministic.
 pub fn manifest_files() -> Result<Vec<(&'static str, String)>, CrdError> {
     let values = crd_values()?;
     let mut out = Vec::new();
@@ -114,7 +128,7 @@ pub fn manifest_files() -> Result<Vec<(&'static str, String)>, CrdError> {
     let kustomize = json!({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": crd_files(),
+        "resources": installed_crd_files(),
     });
     out.push((KUSTOMIZE_FILE, render_yaml(&kustomize)?));
     Ok(out)
@@ -284,6 +298,29 @@ mod tests {
                 Some(&json!("disabled"))
             );
         }
+    }
+
+    #[test]
+    fn kustomization_installs_flux_and_operator_crds() {
+        let files = manifest_files().unwrap();
+        let (_, text) = files.iter().find(|(f, _)| *f == KUSTOMIZE_FILE).unwrap();
+        let doc: Value = serde_saphyr::from_str(text).unwrap();
+        let listed: Vec<&str> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                GITREPOSITORIES_FILE,
+                OCIREPOSITORIES_FILE,
+                KUSTOMIZATIONS_FILE,
+                "resourcesets.yaml",
+                "resourcesetinputproviders.yaml",
+            ]
+        );
     }
 
     #[test]

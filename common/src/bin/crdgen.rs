@@ -1,4 +1,5 @@
-//! Writes the CRDs generated from the Rust API types to `manifests/crds/`.
+//! Writes the CRDs generated from the Rust API types to `manifests/crds/`: Flux's kinds, and
+//! the `fluxcd.controlplane.io` kinds (listed in its `kustomization.yaml` too).
 //!
 //! Usage: `cargo run -p rflux-common --bin crdgen [-- OUTPUT_DIR]`
 //! (default output: `manifests/crds` at the repository root).
@@ -6,7 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rflux_common::api::crd::manifest_files;
+use rflux_common::api::crd::{CrdError, manifest_files};
+use rflux_common::api::resourceset::crd as operator_crd;
 
 fn main() -> ExitCode {
     let out_dir = std::env::args_os()
@@ -18,7 +20,7 @@ fn main() -> ExitCode {
                 .join("manifests")
                 .join("crds")
         });
-    let files = match manifest_files() {
+    let files = match all_files() {
         Ok(files) => files,
         Err(e) => {
             eprintln!("crdgen: {e}");
@@ -38,4 +40,11 @@ fn main() -> ExitCode {
         println!("wrote {}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+/// The Flux CRDs (with their `kustomization.yaml`), then the `fluxcd.controlplane.io` CRDs.
+fn all_files() -> Result<Vec<(&'static str, String)>, CrdError> {
+    let mut files = manifest_files()?;
+    files.extend(operator_crd::manifest_files()?);
+    Ok(files)
 }

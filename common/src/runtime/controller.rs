@@ -26,15 +26,21 @@ use super::logging::{new_reconcile_id, reconcile_span};
 use super::metrics::{ControllerMetrics, ReconcileResult};
 
 /// Flux's watch predicate as a kube-runtime predicate hash: changes when the generation or the
-/// `reconcile.fluxcd.io/requestedAt` annotation changes.
-pub fn flux_predicate<K: Resource>(obj: &K) -> Option<u64> {
+/// `reconcile.fluxcd.io/requestedAt` annotation changes. Flux Operator's kinds
+/// (`fluxcd.controlplane.io`) reconcile on any annotation change instead (its `reconcile:
+/// disabled`, `reconcileEvery`, `force` annotations act at once).
+pub fn flux_predicate<K: Resource<DynamicType = ()>>(obj: &K) -> Option<u64> {
     let mut h = DefaultHasher::new();
     predicates::generation(obj).hash(&mut h);
-    obj.meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RECONCILE_REQUESTED_AT_ANNOTATION))
-        .hash(&mut h);
+    if K::group(&()) == "fluxcd.controlplane.io" {
+        obj.meta().annotations.hash(&mut h);
+    } else {
+        obj.meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RECONCILE_REQUESTED_AT_ANNOTATION))
+            .hash(&mut h);
+    }
     obj.meta().deletion_timestamp.is_some().hash(&mut h);
     Some(h.finish())
 }
@@ -295,5 +301,33 @@ mod tests {
         assert_eq!(cm.data.as_ref().unwrap()["k"], "v");
         // The watch predicate sees the same object.
         assert_eq!(flux_predicate(&cm), before);
+    }
+
+    #[test]
+    fn flux_operator_kinds_trigger_on_any_annotation() {
+        use crate::api::resourceset::ResourceSet;
+        let mut rs: ResourceSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSet",
+            "metadata": {"name": "a", "generation": 1}, "spec": {}
+        }))
+        .unwrap();
+        let before = flux_predicate(&rs);
+        rs.metadata.annotations = Some(
+            [(
+                "fluxcd.controlplane.io/reconcile".to_string(),
+                "disabled".to_string(),
+            )]
+            .into(),
+        );
+        assert_ne!(flux_predicate(&rs), before);
+        let mut cm: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}})).unwrap();
+        let before = flux_predicate(&cm);
+        cm.metadata.annotations = Some([("x".to_string(), "y".to_string())].into());
+        assert_eq!(
+            flux_predicate(&cm),
+            before,
+            "Flux's kinds ignore other annotations"
+        );
     }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod procs;
+pub mod rsctl;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +33,7 @@ pub async fn lock_crds() -> std::fs::File {
 }
 
 /// Our CRDs as `(name, file under manifests/crds)`: what the controllers serve and watch.
-pub const OUR_CRDS: [(&str, &str); 3] = [
+pub const OUR_CRDS: [(&str, &str); 5] = [
     (
         "gitrepositories.source.toolkit.fluxcd.io",
         "gitrepositories.yaml",
@@ -45,10 +46,15 @@ pub const OUR_CRDS: [(&str, &str); 3] = [
         "kustomizations.kustomize.toolkit.fluxcd.io",
         "kustomizations.yaml",
     ),
+    ("resourcesets.fluxcd.controlplane.io", "resourcesets.yaml"),
+    (
+        "resourcesetinputproviders.fluxcd.controlplane.io",
+        "resourcesetinputproviders.yaml",
+    ),
 ];
 
 /// Takes the CRD lock ([`lock_crds`]) and installs our CRDs ([`OUR_CRDS`]: GitRepository,
-/// OCIRepository, Kustomization) when absent. Hold the returned lock.
+/// OCIRepository, Kustomization, ResourceSet, ResourceSetInputProvider) when absent. Hold the returned lock.
 pub async fn lock_crds_and_install(client: &Client) -> std::fs::File {
     let lock = lock_crds().await;
     for (name, file) in OUR_CRDS {

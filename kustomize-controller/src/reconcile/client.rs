@@ -1,7 +1,8 @@
 //! What the client a Kustomization applies with is made of: the remote cluster of
 //! `spec.kubeConfig.secretRef` (sanitized: no plugins, no insecure TLS, no file references) and
 //! the impersonated `spec.serviceAccountName` (or `--default-service-account`). The client
-//! itself is built, and cached, by [`super::context::Context::apply_client`].
+//! itself is built, and cached, by [`super::context::Context::apply_client`] (remote ones by
+//! the pool of `crate::remote`, per cluster and kubeconfig revision).
 
 use std::time::Duration;
 
@@ -22,6 +23,25 @@ pub enum ClientError {
         name: String,
         /// The keys that were looked for.
         keys: String,
+    },
+    /// The kubeconfig Secret does not exist.
+    #[error("failed to get kubeconfig secret '{0}/{1}': secrets \"{1}\" not found")]
+    SecretNotFound(String, String),
+    /// The remote cluster is known to be unreachable (its circuit is open): the reconcile
+    /// fails at once, until a probe finds the cluster back.
+    #[error(
+        "cluster {server} (kubeconfig secret '{secret}') is unreachable: {cause}; next connection attempt in {}s",
+        retry_in.as_secs()
+    )]
+    Unreachable {
+        /// The API server URL.
+        server: String,
+        /// `<namespace>/<name>` of the kubeconfig Secret.
+        secret: String,
+        /// The last connection error.
+        cause: String,
+        /// Time until the next probe.
+        retry_in: Duration,
     },
     /// The kubeconfig is not valid.
     #[error("invalid kubeconfig: {0}")]
@@ -83,7 +103,7 @@ pub fn kubeconfig_from_secret(secret: &Secret, key: Option<&str>) -> Result<Stri
 /// A client configuration for a remote cluster from kubeconfig text, sanitized the way Flux
 /// does: exec and auth-provider plugins and disabled TLS verification are refused (this
 /// controller has no `--insecure-kubeconfig-*` flags), and so is every reference to a file
-/// (see [`refuse_file_references`]); 30s connect timeout. Nothing is read from disk and no
+/// (see [`refuse_file_references`]); 10s connect timeout. Nothing is read from disk and no
 /// request is sent for a refused kubeconfig.
 pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
     let kc = Kubeconfig::from_yaml(text).map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
@@ -125,7 +145,7 @@ pub async fn remote_config(text: &str) -> Result<Config, ClientError> {
     let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| ClientError::Kubeconfig(e.to_string()))?;
-    cfg.connect_timeout = Some(Duration::from_secs(30));
+    cfg.connect_timeout = Some(Duration::from_secs(10));
     Ok(cfg)
 }
 
@@ -236,7 +256,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(ok.cluster_url.to_string(), "https://127.0.0.1:6443/");
-        assert_eq!(ok.connect_timeout, Some(Duration::from_secs(30)));
+        assert_eq!(ok.connect_timeout, Some(Duration::from_secs(10)));
         let exec = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true\n";
         let err = remote_config(&kubeconfig(exec, "")).await.unwrap_err();
         assert!(err.to_string().contains("exec"), "{err}");

@@ -17,13 +17,14 @@ use rflux_common::runtime::{EventRecorder, EventType};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use rflux_common::runtime::{Severity, StageError, parse_go_duration};
 
-use super::client::{ClientError, impersonation_user, kubeconfig_from_secret, remote_config};
+use super::client::{ClientError, impersonation_user};
 use crate::fetch::ArtifactFetcher;
+use crate::remote::{ClientSettings, ClusterRef, RemotePool};
 use crate::ssa::{DeleteError, ObjectRef};
-use crate::tracker::Tracker;
+use crate::tracker::{Busy, OwnerKey, Tracker};
 
 /// Controller name (event source, field manager owner).
 pub const CONTROLLER_NAME: &str = "kustomize-controller";
@@ -88,8 +89,11 @@ pub struct Context {
     /// `ArgoSyncSemantics` feature gate (ours, issue 17): Kustomizations annotated
     /// `rflux.dev/argo-semantics: enabled` apply in Argo CD sync waves (`reconcile/waves.rs`).
     pub argo_sync_semantics: bool,
-    /// The applied-object tracker (local cluster only); `None` disables it.
+    /// The applied-object tracker of the local cluster; `None` disables tracking (on the
+    /// remote clusters too).
     pub tracker: Option<Arc<Tracker>>,
+    /// The remote clusters (`spec.kubeConfig`): pooled clients, trackers and circuits.
+    pub remote: RemotePool,
     /// The GitRepository cache of the source watch, once it runs (a miss reads the API).
     pub sources: OnceLock<Store<GitRepository>>,
     /// The OCIRepository cache of the source watch, once it runs (a miss reads the API).
@@ -116,12 +120,56 @@ pub(super) type SyncKey = (String, String, String);
 const SYNC_STARTS: usize = 1024;
 
 impl Context {
-    /// The applied-object tracker for `ks`: it watches the local cluster only, so a
-    /// Kustomization that applies to a remote one (`spec.kubeConfig`) has none.
-    pub(super) fn tracker_for(&self, ks: &Kustomization) -> Option<&Arc<Tracker>> {
-        self.tracker
-            .as_ref()
-            .filter(|_| ks.spec.kube_config.is_none())
+    /// The applied-object tracker of the cluster `ks` applies to: the local one, or its
+    /// remote cluster's (known after [`Context::apply_client`]).
+    pub(super) fn tracker_for(&self, ks: &Kustomization) -> Option<Arc<Tracker>> {
+        let local = self.tracker.as_ref()?;
+        if ks.spec.kube_config.is_none() {
+            return Some(Arc::clone(local));
+        }
+        self.remote.cluster_of(&owner_key(ks))?.tracker.clone()
+    }
+
+    /// Marks a remote Kustomization busy on its cluster's tracker for the rest of the
+    /// reconcile (the local tracker's mark is taken by `reconcile`).
+    pub(super) fn remote_busy(&self, ks: &Kustomization) -> Option<Busy> {
+        ks.spec.kube_config.as_ref()?;
+        self.tracker_for(ks).map(|t| t.begin(owner_key(ks)))
+    }
+
+    /// Fails at once when the remote cluster of `ks` is known to be unreachable (before the
+    /// reconcile takes a work slot).
+    pub(super) fn remote_gate(&self, ks: &Kustomization) -> Result<(), StageError> {
+        match cluster_ref(ks) {
+            Some(cref) => self
+                .remote
+                .gate(&owner_key(ks), &cref)
+                .map_err(|e| client_stage_error(&e)),
+            None => Ok(()),
+        }
+    }
+
+    /// A stage of a remote `ks` failed: a connection failure opens its cluster's circuit and
+    /// the message names the cluster.
+    pub(super) fn remote_failed(&self, ks: &Kustomization, mut e: StageError) -> StageError {
+        if ks.spec.kube_config.is_some()
+            && let Some(m) = self.remote.stage_failed(&owner_key(ks), &e.message)
+        {
+            e.message = m;
+        }
+        e
+    }
+
+    /// `ks` is deleted: its tracker records and its hold on a remote cluster go.
+    pub(super) fn forget_owner(&self, ks: &Kustomization) {
+        let owner = owner_key(ks);
+        if let Some(t) = self.tracker_for(ks) {
+            t.forget_owner(&owner);
+        }
+        if let Some(t) = &self.tracker {
+            t.forget_owner(&owner);
+        }
+        self.remote.release(&owner);
     }
 
     /// The start of the sync operation `key`: remembered from its first attempt, else `now`.
@@ -153,6 +201,7 @@ impl Context {
         fetcher: ArtifactFetcher,
     ) -> Self {
         Context {
+            remote: RemotePool::new(client.clone(), None),
             client,
             config,
             recorder,
@@ -193,23 +242,19 @@ impl Context {
             ks.spec.service_account_name.as_deref(),
             &self.default_service_account,
         );
-        if let Some(secret_ref) = ks
-            .spec
-            .kube_config
-            .as_ref()
-            .and_then(|k| k.secret_ref.as_ref())
-        {
-            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-            let secret = secrets
-                .get(&secret_ref.name)
-                .await
-                .map_err(|e| ClientError::Secret(format!("{ns}/{}", secret_ref.name), e))?;
-            let text = kubeconfig_from_secret(&secret, secret_ref.key.as_deref())?;
-            let mut cfg = remote_config(&text).await?;
-            cfg.auth_info.impersonate = user;
-            // Remote clients are built per reconcile: the Secret may change at any time.
-            return fenced_client(cfg, &self.fence).map_err(ClientError::Fence);
+        if let Some(cref) = cluster_ref(ks) {
+            let settings = ClientSettings {
+                fence: &self.fence,
+                track: self.tracker.is_some(),
+                override_managers: &self.override_managers,
+            };
+            // Pooled per cluster and kubeconfig revision (`remote/`).
+            return self
+                .remote
+                .client_for(&owner_key(ks), cref, user, request_timeout(ks), &settings)
+                .await;
         }
+        self.remote.release(&owner_key(ks));
         let Some(user) = user else {
             return Ok(self.client.clone());
         };
@@ -226,6 +271,45 @@ impl Context {
         cache.insert(user, client.clone());
         Ok(client)
     }
+}
+
+/// The kubeconfig Secret reference of a remote `ks` (`spec.kubeConfig.secretRef`).
+fn cluster_ref(ks: &Kustomization) -> Option<ClusterRef> {
+    let secret_ref = ks.spec.kube_config.as_ref()?.secret_ref.as_ref()?;
+    Some(ClusterRef {
+        namespace: ks.namespace().unwrap_or_default(),
+        name: secret_ref.name.clone(),
+        key: secret_ref.key.clone().unwrap_or_default(),
+    })
+}
+
+/// (namespace, name) of `ks`.
+pub(super) fn owner_key(ks: &Kustomization) -> OwnerKey {
+    (ks.namespace().unwrap_or_default(), ks.name_any())
+}
+
+/// `spec.timeout` (else the interval; 5 min when neither parses): the bound of each response
+/// read of a remote client.
+fn request_timeout(ks: &Kustomization) -> Duration {
+    parse_go_duration(ks.spec.timeout.as_deref().unwrap_or(&ks.spec.interval))
+        .unwrap_or(Duration::from_secs(300))
+}
+
+/// The Ready=False error of a client that could not be had: `ReconciliationFailed` (Flux's
+/// reason when the client of the target cluster fails), Stalled when the kubeconfig itself
+/// was refused.
+pub(super) fn client_stage_error(e: &ClientError) -> StageError {
+    let severity = if e.is_refused() {
+        Severity::Misconfigured
+    } else {
+        Severity::Generic
+    };
+    StageError::new(
+        severity,
+        rflux_common::runtime::conditions::READY,
+        rflux_common::runtime::conditions::RECONCILIATION_FAILED_REASON,
+        e.to_string(),
+    )
 }
 
 /// Errors that make the runner retry with backoff (stage failures are reported in the status

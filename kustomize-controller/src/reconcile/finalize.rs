@@ -163,9 +163,7 @@ pub(super) async fn finalize_deleted(
             return Err(prune_failed(ctx, ks, e, &rev).await);
         }
     }
-    if let Some(t) = &ctx.tracker {
-        t.forget_owner(&(ks.namespace().unwrap_or_default(), ks.name_any()));
-    }
+    ctx.forget_owner(ks);
     remove_finalizer(api, ks, FLUX_FINALIZER).await?;
     Ok(no_requeue())
 }

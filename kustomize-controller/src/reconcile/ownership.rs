@@ -125,6 +125,7 @@ mod tests {
             group: "kustomize.toolkit.fluxcd.io".into(),
             name: "b".into(),
             namespace: "flux-system".into(),
+            options_group: String::new(),
         };
         let mut changes = ChangeSet::default();
         assert!(conflict_error(&changes, &owner).is_none());

@@ -24,7 +24,7 @@ use super::argo_namespace;
 use super::build::{BuildObjectsError, build_objects};
 use super::context::{
     ARTIFACT_FAILED_REASON, BUILD_FAILED_REASON, Context, HEALTH_CHECK_CANCELED_REASON,
-    HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, event, patch_status,
+    HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, client_stage_error, event, patch_status,
 };
 use super::ownership::conflict_error;
 use super::prune_guard;
@@ -78,6 +78,8 @@ pub(super) struct Pipeline<'a> {
     pub(super) owner: Owner,
     /// The `--concurrent` work slot.
     pub(super) slot: Option<OwnedSemaphorePermit>,
+    /// A remote Kustomization's busy mark on its cluster's tracker, from the apply on.
+    busy: Option<crate::tracker::Busy>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -92,12 +94,16 @@ impl<'a> Pipeline<'a> {
             conds,
             owner: owner_of(ks),
             slot: None,
+            busy: None,
         }
     }
 
     /// source → dependsOn → fetch → build → substitute → apply → prune → health.
     pub async fn run(&mut self) -> Result<Applied, StageError> {
         let checked = self.check_spec()?;
+        // A remote cluster known to be unreachable: fail now, before taking a work slot.
+        self.ctx.remote_gate(self.ks)?;
+        let (ctx, ks) = (self.ctx, self.ks);
         let (source_ns, artifact) = self.source(checked.timeout).await?;
         let revision = artifact.revision.clone();
         let at = |e: StageError| e.at(&revision);
@@ -122,7 +128,11 @@ impl<'a> Pipeline<'a> {
         )
         .map_err(at)?;
         // Argo CD sync waves (issue 17): `None` unless the gate and the annotation opt in.
-        let sync_key = (self.ks.uid().unwrap_or_default(), revision.clone(), digest.clone());
+        let sync_key = (
+            self.ks.uid().unwrap_or_default(),
+            revision.clone(),
+            digest.clone(),
+        );
         let mut argo = false;
         let waves = waves::prepare(
             self.ctx.argo_sync_semantics,
@@ -141,15 +151,18 @@ impl<'a> Pipeline<'a> {
         let applied = self
             .apply(objects, &revision, &checked, waves.as_ref())
             .await
-            .map_err(at)?;
+            .map_err(|e| at(ctx.remote_failed(ks, e)))?;
         let (inventory, pruned) = self
             .prune(&applied, &revision, waves.as_ref(), checked.timeout)
             .await
-            .map_err(at)?;
+            .map_err(|e| at(ctx.remote_failed(ks, e)))?;
         if let Some(e) = conflict_error(&applied.changes, &self.owner) {
             return Err(at(e));
         }
-        let healthy = self.health(&applied, &checked).await.map_err(at)?;
+        let healthy = self
+            .health(&applied, &checked)
+            .await
+            .map_err(|e| at(ctx.remote_failed(ks, e)))?;
         if argo {
             self.ctx.sync_done(&sync_key);
         }
@@ -353,14 +366,14 @@ impl<'a> Pipeline<'a> {
             "Detecting drift for revision {revision} with a timeout of {}",
             format_go_duration(timeout)
         ));
-        let client = self.ctx.apply_client(self.ks).await.map_err(|e| {
-            let severity = if e.is_refused() {
-                Severity::Misconfigured
-            } else {
-                Severity::Generic
-            };
-            StageError::new(severity, READY, RECONCILIATION_FAILED_REASON, e.to_string())
-        })?;
+        let client = self
+            .ctx
+            .apply_client(self.ks)
+            .await
+            .map_err(|e| client_stage_error(&e))?;
+        if self.busy.is_none() {
+            self.busy = self.ctx.remote_busy(self.ks);
+        }
         let ignore = compile_ignore_rules(self.ks.spec.ignore.as_deref().unwrap_or_default())
             .map_err(|e| {
                 StageError::stalling(

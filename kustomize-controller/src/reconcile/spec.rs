@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::client::impersonation_user;
 use super::context::Context;
 use super::ownership::InventoryClaims;
-use crate::cel::HealthExprs;
 use crate::identity::GROUP;
 use crate::ssa::claims::TAKEOVER_SUFFIX;
 use crate::ssa::kstatus::{Status, compute};
@@ -188,7 +187,7 @@ pub fn apply_options(
         }));
     }
     if let Some(t) = ctx.tracker_for(ks) {
-        opts.cache = Some(std::sync::Arc::new(t.clone()));
+        opts.cache = Some(std::sync::Arc::new(crate::tracker::TrackerCache(t.clone())));
         opts.cache_salt = {
             let mut h = DefaultHasher::new();
             spec.force().hash(&mut h);
@@ -206,23 +205,6 @@ pub fn apply_options(
         };
     }
     opts
-}
-
-/// `spec.healthCheckExprs` judge the kinds they name instead of the kstatus rules.
-impl StatusReader for HealthExprs {
-    fn handles(&self, group: &str, kind: &str) -> bool {
-        self.evaluator(group, kind).is_some()
-    }
-
-    fn read(&self, group: &str, kind: &str, obj: &Value) -> (Status, String, Option<String>) {
-        match self.evaluator(group, kind) {
-            Some(e) => {
-                let (r, err) = e.compute(obj);
-                (r.status, r.message, err)
-            }
-            None => (Status::Unknown, String::new(), None),
-        }
-    }
 }
 
 /// `DisableFailFastBehavior`: a Failed object does not end the health wait; it counts as

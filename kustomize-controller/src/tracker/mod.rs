@@ -38,6 +38,11 @@ use state::{Key, Live, State, drifted};
 /// The tracker; see the module documentation.
 pub struct Tracker {
     client: Client,
+    /// The watch tasks, aborted when the tracker is dropped (a remote cluster's tracker goes
+    /// with its kubeconfig revision).
+    watches: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Told of every watch error (the remote clusters' circuits listen to it).
+    on_watch_error: Option<WatchErrorHook>,
     /// The field manager whose fields are fingerprinted.
     manager: String,
     /// The label every applied object carries (the watches select on it).
@@ -55,6 +60,18 @@ impl std::fmt::Debug for Tracker {
             .field("objects", &st.live.len())
             .field("records", &st.records.len())
             .finish()
+    }
+}
+
+/// Called with each error of the tracker's watches.
+pub type WatchErrorHook = Arc<dyn Fn(&kube::runtime::watcher::Error) + Send + Sync>;
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        let watches = self.watches.get_mut().unwrap_or_else(|e| e.into_inner());
+        for w in watches.drain(..) {
+            w.abort();
+        }
     }
 }
 
@@ -79,15 +96,33 @@ impl Tracker {
         override_managers: Vec<String>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<OwnerKey>) {
         let (tx, rx) = mpsc::unbounded();
-        let t = Tracker {
+        (Self::with_sink(client, override_managers, tx, None), rx)
+    }
+
+    /// Like [`Tracker::new`] with the drift triggers sent to `sink` (shared by the local
+    /// cluster's tracker and the remote ones, so drift anywhere reconciles its Kustomization)
+    /// and `on_watch_error` told of each watch error.
+    pub fn with_sink(
+        client: Client,
+        override_managers: Vec<String>,
+        sink: mpsc::UnboundedSender<OwnerKey>,
+        on_watch_error: Option<WatchErrorHook>,
+    ) -> Arc<Self> {
+        Arc::new(Tracker {
             client,
+            watches: Mutex::new(Vec::new()),
+            on_watch_error,
             manager: FIELD_MANAGER.to_string(),
             owner_label: NAME_LABEL.to_string(),
             override_managers,
             state: Mutex::new(State::default()),
-            drift: tx,
-        };
-        (Arc::new(t), rx)
+            drift: sink,
+        })
+    }
+
+    /// How many kinds are watched.
+    pub fn watched_kinds(&self) -> usize {
+        self.lock().kinds.len()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -210,14 +245,17 @@ impl Tracker {
     }
 }
 
-/// The `ssa` layer's view of the tracker.
-impl AppliedCache for Arc<Tracker> {
+/// The `ssa` layer's view of the tracker (a handle: recording may start a watch task, which
+/// holds the tracker too).
+pub struct TrackerCache(pub Arc<Tracker>);
+
+impl AppliedCache for TrackerCache {
     fn unchanged(&self, obj: &ObjectRef, desired: u64) -> bool {
-        Tracker::unchanged(self, obj, desired)
+        self.0.unchanged(obj, desired)
     }
 
     fn known_absent(&self, obj: &ObjectRef) -> bool {
-        Tracker::known_absent(self, obj)
+        self.0.known_absent(obj)
     }
 
     fn record(
@@ -230,10 +268,10 @@ impl AppliedCache for Arc<Tracker> {
         wrote: bool,
     ) {
         let key = (owner.namespace.clone(), owner.name.clone());
-        Tracker::record(self, obj, resource, &key, desired, live, wrote);
+        self.0.record(obj, resource, &key, desired, live, wrote);
     }
 
     fn forget(&self, obj: &ObjectRef) {
-        Tracker::forget(self, obj);
+        self.0.forget(obj);
     }
 }

@@ -135,7 +135,7 @@ impl Tracker {
         let cfg = watcher::Config::default().labels(&self.owner_label);
         let this = Arc::downgrade(self);
         tracing::debug!(group = %kind.0, kind = %kind.1, "watching applied objects");
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut events = watcher::watcher(api, cfg).default_backoff().boxed();
             let mut seen: HashSet<Key> = HashSet::new();
             while let Some(mut ev) = events.next().await {
@@ -168,10 +168,16 @@ impl Tracker {
                         tracing::debug!(group = %kind.0, kind = %kind.1, error = %e,
                             "watch of applied objects interrupted");
                         t.set_synced(&kind, false);
+                        if let Some(hook) = &t.on_watch_error {
+                            hook(&e);
+                        }
                     }
                 }
             }
         });
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        watches.retain(|w| !w.is_finished());
+        watches.push(task.abort_handle());
     }
 }
 

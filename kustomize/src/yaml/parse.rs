@@ -36,6 +36,10 @@ pub struct Limits {
     pub expansion_allowance: usize,
     /// Part of the expanded-size budget per byte of input.
     pub expansion_factor: usize,
+    /// Resolve plain scalars as YAML 1.1 booleans too (`y`, `yes`, `on`, `n`, `no`, `off` in
+    /// their three casings), as go-yaml v2 and sigs.k8s.io/yaml do; kustomize (go-yaml v3)
+    /// keeps them strings, the default.
+    pub yaml11: bool,
 }
 
 impl Default for Limits {
@@ -55,6 +59,7 @@ impl Default for Limits {
             // out at gigabytes; a real manifest of a few megabytes gets 40 MiB or more.
             expansion_allowance: 8 * 1024 * 1024,
             expansion_factor: 16,
+            yaml11: false,
         }
     }
 }
@@ -439,7 +444,7 @@ impl Converter<'_> {
         {
             text.pop();
         }
-        let v = scalar(text, style, tag).map_err(|m| self.err(mark, m))?;
+        let v = scalar(text, style, tag, self.limits.yaml11).map_err(|m| self.err(mark, m))?;
         self.keep_anchor(anchor, &v, 1, size, mark)?;
         Ok(v)
     }
@@ -592,6 +597,25 @@ mod tests {
         }
         let e = parse_one(&text, "bomb.yaml").unwrap_err();
         assert!(matches!(e, KustomizeError::YamlLimit { .. }), "{e}");
+    }
+
+    #[test]
+    fn yaml11_booleans_only_when_asked() {
+        let text = "n: a\non: yes\nq: \"no\"\nt: True\n";
+        let v12 = parse_one(text, "t.yaml").unwrap();
+        assert_eq!(
+            v12,
+            serde_json::json!({"n": "a", "on": "yes", "q": "no", "t": true})
+        );
+        let limits = Limits {
+            yaml11: true,
+            ..Limits::default()
+        };
+        let v11 = parse_one_with(text, "t.yaml", limits).unwrap();
+        assert_eq!(
+            v11,
+            serde_json::json!({"false": "a", "true": true, "q": "no", "t": true})
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub(super) fn scalar(
     text: String,
     style: TScalarStyle,
     tag: Option<&Tag>,
+    yaml11: bool,
 ) -> std::result::Result<Value, String> {
     if let Some(name) = tag.and_then(tag_name) {
         return match name {
@@ -40,7 +41,19 @@ pub(super) fn scalar(
     if style != TScalarStyle::Plain {
         return Ok(Value::String(text));
     }
+    if yaml11 && let Some(b) = yaml11_bool(&text) {
+        return Ok(Value::Bool(b));
+    }
     Ok(resolve_plain(&text))
+}
+
+/// The YAML 1.1 booleans go-yaml v2 resolves besides `true` and `false`.
+fn yaml11_bool(s: &str) -> Option<bool> {
+    match s {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Some(true),
+        "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => Some(false),
+        _ => None,
+    }
 }
 
 /// Resolves a plain scalar like go-yaml v3 decoding into an untyped value, then JSON.

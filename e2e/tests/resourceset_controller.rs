@@ -1,0 +1,427 @@
+//! The ResourceSet controller on the real control plane (issue 19), with resourceset-controller
+//! running as a process (`support::rsctl`):
+//! - Static providers picked by a label selector feed a `resourcesTemplate`; the objects are
+//!   applied by server-side apply as `flux-operator` with the owner labels and
+//!   `commonMetadata`; status has the inventory, `lastAppliedRevision` and the history;
+//! - a provider deleted → its object is garbage-collected (the provider watch reconciles the
+//!   ResourceSet), with an `ApplySucceeded` event naming the deletion;
+//! - `dependsOn` with `readyExpr` holds the ResourceSet (`DependencyNotReady`) until it holds;
+//! - `serviceAccountName` is impersonated: without RBAC the apply is forbidden;
+//! - steps: the second step is applied only after the first one's Job is Complete;
+//! - `reconcile: disabled` stops reconciling (Warning event); deletion removes what it applied.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use rflux_common::api::resourceset::ResourceSet;
+use rflux_common::api::resourcesetinputprovider::ResourceSetInputProvider;
+use rflux_e2e::ControlPlane;
+use serde_json::{Value, json};
+use support::lock_crds_and_install;
+use support::procs::wait_for;
+use support::rsctl::ResourceSetController;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn ready(rs: &ResourceSet) -> Option<(String, String, String)> {
+    rs.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn wait_rs(
+    api: &Api<ResourceSet>,
+    name: &str,
+    what: &str,
+    rsc: &mut ResourceSetController,
+    ok: impl Fn(&ResourceSet) -> bool,
+) -> ResourceSet {
+    let res = wait_for(WAIT, &format!("{name}: {what}"), || async {
+        rsc.check_alive()?;
+        let o = api.get(name).await?;
+        Ok(ok(&o).then_some(o))
+    })
+    .await;
+    match res {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "{e:#}\nlast: {:?}\ncontroller log:\n{}",
+            api.get(name).await.ok().and_then(|o| ready(&o)),
+            rsc.log_tail(60)
+        ),
+    }
+}
+
+fn is(status: &str, reason: &str) -> impl Fn(&ResourceSet) -> bool {
+    let (status, reason) = (status.to_string(), reason.to_string());
+    move |o| ready(o).is_some_and(|(s, r, _)| s == status && r == reason)
+}
+
+async fn events(client: &kube::Client, ns: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+}
+
+fn provider(name: &str, labels: &Value, tenant: &str) -> ResourceSetInputProvider {
+    let mut labels = labels.clone();
+    labels["fleet"] = json!("demo");
+    serde_json::from_value(json!({
+        "apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSetInputProvider",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"type": "Static", "defaultValues": {"tenant": tenant}}
+    }))
+    .unwrap()
+}
+
+fn rset(name: &str, labels: &Value, spec: Value) -> ResourceSet {
+    serde_json::from_value(json!({
+        "apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSet",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resourceset_lifecycle() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    let _crd_lock = lock_crds_and_install(&client).await;
+    let ns = cp.create_namespace("rset").await.unwrap();
+    let mut rsc = ResourceSetController::start(cp, &ns, &ns, &["--requeue-dependency=1s"]).unwrap();
+    let labels = rsc.labels();
+    let rsips: Api<ResourceSetInputProvider> = Api::namespaced(client.clone(), &ns);
+    let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let pp = PostParams::default();
+    for (n, t) in [("p-a", "a"), ("p-b", "b")] {
+        rsips.create(&pp, &provider(n, &labels, t)).await.unwrap();
+    }
+    let template = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-<< inputs.tenant >>\n  namespace: {ns}\ndata:\n  id: << inputs.id | quote >>\n  provider: << inputs.provider.name >>\n"
+    );
+    rss.create(
+        &pp,
+        &rset(
+            "apps",
+            &labels,
+            json!({
+                "commonMetadata": {"labels": {"team": "x"}},
+                "inputsFrom": [{"selector": {"matchLabels": {"fleet": "demo"}}}],
+                "resourcesTemplate": template
+            }),
+        ),
+    )
+    .await
+    .unwrap();
+    let rs = wait_rs(
+        &rss,
+        "apps",
+        "Ready",
+        &mut rsc,
+        is("True", "ReconciliationSucceeded"),
+    )
+    .await;
+    let (_, _, msg) = ready(&rs).unwrap();
+    assert!(msg.starts_with("Reconciliation finished in "), "{msg}");
+    let status = rs.status.clone().unwrap();
+    let ids: Vec<String> = status
+        .inventory
+        .as_ref()
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            format!("{ns}_cm-a__ConfigMap"),
+            format!("{ns}_cm-b__ConfigMap")
+        ]
+    );
+    assert!(
+        status
+            .last_applied_revision
+            .as_deref()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let h = &status.history.as_ref().unwrap()[0];
+    assert_eq!(h.last_reconciled_status, "ReconciliationSucceeded");
+    assert_eq!(h.metadata.as_ref().unwrap()["inputs"], "2");
+    assert_eq!(h.metadata.as_ref().unwrap()["resources"], "2");
+    let p_a = rsips.get("p-a").await.unwrap();
+    let cm = cms.get("cm-a").await.unwrap();
+    let l = cm.metadata.labels.clone().unwrap();
+    assert_eq!(l["resourceset.fluxcd.controlplane.io/name"], "apps");
+    assert_eq!(l["resourceset.fluxcd.controlplane.io/namespace"], ns);
+    assert_eq!(l["team"], "x");
+    let data = cm.data.clone().unwrap();
+    assert_eq!(data["provider"], "p-a");
+    // The Static provider's id is the Adler-32 of its uid (computed by the RSIP controller).
+    let exported = p_a
+        .status
+        .as_ref()
+        .unwrap()
+        .exported_inputs
+        .clone()
+        .unwrap();
+    assert_eq!(json!(data["id"]), exported[0]["id"]);
+    let managers: Vec<(String, String)> = cm
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| {
+            (
+                m.manager.clone().unwrap_or_default(),
+                m.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("flux-operator".into(), "Apply".into())),
+        "{managers:?}"
+    );
+
+    // A provider removed: its ConfigMap is garbage-collected.
+    rsips.delete("p-b", &DeleteParams::default()).await.unwrap();
+    wait_for(WAIT, "cm-b pruned", || async {
+        Ok(cms.get_opt("cm-b").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", rsc.log_tail(60)));
+    let rs = wait_rs(&rss, "apps", "inventory without cm-b", &mut rsc, |o| {
+        o.status
+            .as_ref()
+            .and_then(|s| s.inventory.as_ref())
+            .is_some_and(|i| i.entries.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        rs.status.unwrap().inventory.unwrap().entries[0].id,
+        format!("{ns}_cm-a__ConfigMap")
+    );
+    let evs = events(&client, &ns, "apps").await;
+    assert!(
+        evs.iter()
+            .any(|e| e.reason.as_deref() == Some("ApplySucceeded")
+                && e.message
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains(&format!("ConfigMap/{ns}/cm-b deleted"))),
+        "{:?}",
+        evs.iter()
+            .map(|e| (&e.reason, &e.message))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        evs.iter()
+            .all(|e| e.reporting_component.as_deref() == Some("flux-operator"))
+    );
+
+    // dependsOn with readyExpr.
+    rss.create(
+        &pp,
+        &rset(
+            "gated",
+            &labels,
+            json!({
+                "dependsOn": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "gate",
+                               "namespace": ns, "ready": true, "readyExpr": "data.open == 'yes'"}],
+                "resources": [{"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "after-gate", "namespace": ns}}]
+            }),
+        ),
+    )
+    .await
+    .unwrap();
+    let rs = wait_rs(
+        &rss,
+        "gated",
+        "DependencyNotReady",
+        &mut rsc,
+        is("False", "DependencyNotReady"),
+    )
+    .await;
+    let (_, _, msg) = ready(&rs).unwrap();
+    assert!(
+        msg.starts_with("Retrying dependency check: dependency v1/ConfigMap/")
+            && msg.contains("not found"),
+        "{msg}"
+    );
+    let gate: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "gate"}, "data": {"open": "no"}}))
+            .unwrap();
+    cms.create(&pp, &gate).await.unwrap();
+    let rs = wait_rs(&rss, "gated", "not ready", &mut rsc, |o| {
+        ready(o).is_some_and(|(_, _, m)| m.ends_with("is not ready"))
+    })
+    .await;
+    assert_eq!(ready(&rs).unwrap().1, "DependencyNotReady");
+    assert!(cms.get_opt("after-gate").await.unwrap().is_none());
+    cms.patch(
+        "gate",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"open": "yes"}})),
+    )
+    .await
+    .unwrap();
+    wait_rs(
+        &rss,
+        "gated",
+        "Ready",
+        &mut rsc,
+        is("True", "ReconciliationSucceeded"),
+    )
+    .await;
+    assert!(cms.get_opt("after-gate").await.unwrap().is_some());
+
+    // Impersonation: a service account without RBAC may not apply.
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "nobody"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .create(&pp, &sa)
+        .await
+        .unwrap();
+    rss.create(
+        &pp,
+        &rset(
+            "denied",
+            &labels,
+            json!({"serviceAccountName": "nobody",
+                   "resources": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "denied", "namespace": ns}}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let rs = wait_rs(
+        &rss,
+        "denied",
+        "ReconciliationFailed",
+        &mut rsc,
+        is("False", "ReconciliationFailed"),
+    )
+    .await;
+    let (_, _, msg) = ready(&rs).unwrap();
+    assert!(msg.starts_with("reconciliation failed: "), "{msg}");
+    assert!(
+        msg.contains(&format!("system:serviceaccount:{ns}:nobody")) && msg.contains("forbidden"),
+        "{msg}"
+    );
+    assert!(cms.get_opt("denied").await.unwrap().is_none());
+
+    // Disabled: a Warning event and no more reconciles; then deletion prunes what was applied.
+    rss.patch(
+        "apps",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"fluxcd.controlplane.io/reconcile": "disabled"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(WAIT, "ReconciliationDisabled event", || async {
+        Ok(events(&client, &ns, "apps")
+            .await
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("ReconciliationDisabled")
+            })
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    rss.patch(
+        "apps",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"fluxcd.controlplane.io/reconcile": "enabled"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    rss.delete("apps", &DeleteParams::default()).await.unwrap();
+    wait_for(WAIT, "apps deleted with its objects", || async {
+        Ok(
+            (rss.get_opt("apps").await?.is_none() && cms.get_opt("cm-a").await?.is_none())
+                .then_some(()),
+        )
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", rsc.log_tail(60)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_apply_in_order_after_each_step_is_healthy() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    let _crd_lock = lock_crds_and_install(&client).await;
+    let ns = cp.create_namespace("rsteps").await.unwrap();
+    let mut rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
+    let labels = rsc.labels();
+    let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "db-migration", "namespace": ns},
+        "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "m", "image": "ghcr.io/org/my-app:<< inputs.version >>"}]}}}});
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app-config", "namespace": ns}, "data": {"v": "<< inputs.version >>"}});
+    rss.create(
+        &PostParams::default(),
+        &rset(
+            "app",
+            &labels,
+            json!({"inputs": [{"version": "v1.0.0"}], "wait": true,
+                   "steps": [{"name": "db-migration", "timeout": "1m", "resources": [job]},
+                             {"name": "app-deploy", "resources": [cm]}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let rs = wait_rs(
+        &rss,
+        "app",
+        "Ready",
+        &mut rsc,
+        is("True", "ReconciliationSucceeded"),
+    )
+    .await;
+    let j = Api::<Job>::namespaced(client.clone(), &ns)
+        .get("db-migration")
+        .await
+        .unwrap();
+    let done = j
+        .status
+        .as_ref()
+        .and_then(|s| s.completion_time.clone())
+        .expect("the Job of the first step completed");
+    let c = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .get("app-config")
+        .await
+        .unwrap();
+    let created = c.metadata.creation_timestamp.clone().unwrap();
+    println!("job completed {:?}, config created {:?}", done.0, created.0);
+    assert!(
+        done.0 <= created.0,
+        "the second step was applied before the first was healthy"
+    );
+    assert_eq!(c.data.unwrap()["v"], "v1.0.0");
+    let h = rs.status.unwrap().history.unwrap();
+    assert_eq!(h[0].metadata.as_ref().unwrap()["steps"], "2");
+}

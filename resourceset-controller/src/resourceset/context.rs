@@ -1,0 +1,76 @@
+//! What the ResourceSet stages share: the context, the owner, status and event writes.
+
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, Config, ResourceExt};
+use rflux_common::api::resourceset::{OWNER_GROUP, ResourceSet, ResourceSetStatus};
+use rflux_common::runtime::fence::WriteFence;
+use rflux_common::runtime::{EventRecorder, EventType};
+use rflux_ssa::Owner;
+use serde_json::json;
+
+/// What every ResourceSet reconcile shares.
+pub struct Context {
+    /// The controller's own client (inputs, dependencies, status).
+    pub client: Client,
+    /// The base configuration of the impersonating clients.
+    pub config: Config,
+    pub recorder: EventRecorder,
+    /// `--default-service-account`.
+    pub default_service_account: String,
+    /// `--requeue-dependency` (Flux Operator's default: 5 s).
+    pub requeue_dependency: Duration,
+    /// `--interval-jitter-percentage`.
+    pub jitter_percentage: u8,
+    /// The manager's write fence (also on the impersonating clients).
+    pub fence: WriteFence,
+}
+
+impl Context {
+    /// A context with Flux Operator's defaults.
+    pub fn new(client: Client, config: Config, recorder: EventRecorder) -> Self {
+        Context {
+            client,
+            config,
+            recorder,
+            default_service_account: String::new(),
+            requeue_dependency: Duration::from_secs(5),
+            jitter_percentage: 5,
+            fence: WriteFence::open(),
+        }
+    }
+}
+
+/// The owner of what a ResourceSet applies: field manager `flux-operator`, owner labels under
+/// `resourceset.fluxcd.controlplane.io`, per-object options under `fluxcd.controlplane.io`.
+pub fn owner_of(rs: &ResourceSet) -> Owner {
+    Owner {
+        manager: crate::CONTROLLER_NAME.to_string(),
+        group: OWNER_GROUP.to_string(),
+        name: rs.name_any(),
+        namespace: rs.namespace().unwrap_or_default(),
+        options_group: "fluxcd.controlplane.io".to_string(),
+    }
+}
+
+pub(crate) async fn patch_status(
+    api: &Api<ResourceSet>,
+    rs: &ResourceSet,
+    status: &ResourceSetStatus,
+) -> Result<(), kube::Error> {
+    let patch = json!({ "status": status });
+    api.patch_status(
+        &rs.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+}
+
+pub(crate) async fn event(ctx: &Context, rs: &ResourceSet, t: EventType, reason: &str, msg: &str) {
+    if let Err(e) = ctx.recorder.record(rs, t, reason, msg, &[]).await {
+        tracing::warn!(error = %e, "unable to record event");
+    }
+}

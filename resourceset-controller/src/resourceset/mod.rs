@@ -1,0 +1,290 @@
+//! The ResourceSet reconciler (Flux Operator's, issue 19). [`reconcile`] handles deletion and
+//! the `reconcile: disabled` annotation, then runs the stages of [`pipeline`] (dependsOn →
+//! inputs → build → prepare → apply step by step → garbage collection → wait) and writes the
+//! status, the event and the requeue.
+//!
+//! | file | what |
+//! |---|---|
+//! | `pipeline.rs` | the stages, in order |
+//! | `prepare.rs` | owner labels, `commonMetadata`, cleanup, the revision (pure) |
+//! | `status.rs` | history and messages (pure) |
+
+mod context;
+mod pipeline;
+pub mod prepare;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use rflux_common::api::resourceset::{
+    FINALIZER, INITIALIZED_DISABLED_MSG, RECONCILIATION_DISABLED_REASON,
+    RECONCILIATION_FAILED_REASON, RECONCILIATION_SUCCEEDED_REASON, ResourceSet,
+};
+use rflux_common::api::resourcesetinputprovider::ResourceSetInputProvider;
+use rflux_common::runtime::conditions as cond;
+use rflux_common::runtime::controller::{
+    ControllerSettings, no_requeue, requeue_dependency, requeue_success, run_controller_with,
+};
+use rflux_common::runtime::finalizers::{add_finalizer, remove_finalizer};
+use rflux_common::runtime::metrics::ControllerMetrics;
+use rflux_common::runtime::{EventType, parse_go_duration};
+use tokio_util::sync::CancellationToken;
+
+pub use context::{Context, owner_of};
+use context::{event, patch_status};
+pub use pipeline::{Outcome, StageFailure};
+
+/// Errors that make the runner retry with backoff (stage failures are in the status).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("ResourceSet has no namespace")]
+    NoNamespace,
+    /// A stage failed; the status says why (Flux Operator retries with exponential backoff).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Runs the ResourceSet controller until `stop`.
+pub async fn run_resourceset_controller(
+    api: Api<ResourceSet>,
+    settings: ControllerSettings,
+    metrics: ControllerMetrics,
+    retry: (Duration, Duration),
+    ctx: Arc<Context>,
+    stop: CancellationToken,
+) {
+    let providers: Api<ResourceSetInputProvider> = Api::all(ctx.client.clone());
+    run_controller_with(
+        api,
+        settings,
+        metrics,
+        retry.0,
+        retry.1,
+        ctx,
+        reconcile,
+        stop,
+        move |c| {
+            // A provider that changes (exports, appears, goes) reconciles the ResourceSets
+            // of its namespace that read it.
+            let store = c.store();
+            c.watches(providers, watcher::Config::default(), move |p| {
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|rs| rs.namespace() == p.namespace() && reads(rs, &p))
+                    .map(|rs| ObjectRef::from_obj(rs.as_ref()))
+                    .collect::<Vec<_>>()
+            })
+        },
+    )
+    .await;
+}
+
+/// Whether `rs` takes inputs from provider `p` (by name or label selector).
+fn reads(rs: &ResourceSet, p: &ResourceSetInputProvider) -> bool {
+    rs.spec
+        .inputs_from()
+        .iter()
+        .any(|from| match (&from.name, &from.selector) {
+            (Some(n), _) => *n == p.name_any(),
+            (None, Some(sel)) => crate::offline::selects(sel, p.labels()),
+            _ => false,
+        })
+}
+
+/// `reconcileEvery` / `reconcileTimeout` with their defaults when unparsable.
+fn durations(rs: &ResourceSet) -> (Duration, Duration) {
+    let parse =
+        |s: &str, default: u64| parse_go_duration(s).unwrap_or(Duration::from_secs(default));
+    (
+        parse(rs.reconcile_every(), 3600),
+        parse(rs.reconcile_timeout(), 300),
+    )
+}
+
+/// Reconciles one ResourceSet.
+pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let rs = obj.as_ref();
+    let ns = rs.namespace().ok_or(ReconcileError::NoNamespace)?;
+    let api: Api<ResourceSet> = Api::namespaced(ctx.client.clone(), &ns);
+    if rs.meta().deletion_timestamp.is_some() {
+        pipeline::finalize(&ctx, rs).await;
+        remove_finalizer(&api, rs, FINALIZER).await?;
+        return Ok(no_requeue());
+    }
+    if !rs.finalizers().iter().any(|f| f == FINALIZER) {
+        add_finalizer(&api, rs, FINALIZER).await?;
+    }
+    let mut status = rs.status.clone().unwrap_or_default();
+    let generation = rs.meta().generation;
+    let now = jiff::Timestamp::now();
+    if rs.is_disabled() {
+        event(
+            &ctx,
+            rs,
+            EventType::Warning,
+            RECONCILIATION_DISABLED_REASON,
+            "Reconciliation is disabled",
+        )
+        .await;
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        if cond::get(conditions, cond::READY).is_none() {
+            cond::mark_ready(
+                conditions,
+                RECONCILIATION_DISABLED_REASON,
+                INITIALIZED_DISABLED_MSG,
+                generation,
+                now,
+            );
+            patch_status(&api, rs, &status).await?;
+        }
+        return Ok(no_requeue());
+    }
+    if let Some(at) = cond::requested_at(Some(rs.annotations())) {
+        status.last_handled_reconcile_at = Some(at.to_string());
+    }
+    let start = Instant::now();
+    let (every, timeout) = durations(rs);
+    let mut p = pipeline::Pipeline::new(&ctx, rs, &api, status, timeout);
+    let outcome = p.run().await;
+    let mut status = p.status;
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let now = jiff::Timestamp::now();
+    match outcome {
+        Ok(done) => {
+            let message = status::finished_message(start.elapsed());
+            cond::mark_ready(
+                conditions,
+                RECONCILIATION_SUCCEEDED_REASON,
+                &message,
+                generation,
+                now,
+            );
+            status::record(
+                status.history.get_or_insert_with(Vec::new),
+                status::Record {
+                    digest: done.revision.clone(),
+                    status: RECONCILIATION_SUCCEEDED_REASON.into(),
+                    duration: start.elapsed(),
+                    metadata: Some(done.counts.clone()),
+                },
+                now,
+            );
+            status.last_applied_revision = Some(done.revision.clone());
+            patch_status(&api, rs, &status).await?;
+            event(
+                &ctx,
+                rs,
+                EventType::Normal,
+                RECONCILIATION_SUCCEEDED_REASON,
+                &message,
+            )
+            .await;
+            Ok(requeue_success(every, ctx.jitter_percentage))
+        }
+        Err(StageFailure::Dependency { message, changed }) => {
+            cond::delete(conditions, cond::STALLED);
+            cond::mark_false(
+                conditions,
+                cond::READY,
+                pipeline::DEPENDENCY_NOT_READY,
+                &message,
+                generation,
+                now,
+            );
+            cond::mark_true(
+                conditions,
+                cond::RECONCILING,
+                "ProgressingWithRetry",
+                &message,
+                generation,
+                now,
+            );
+            patch_status(&api, rs, &status).await?;
+            if changed {
+                event(
+                    &ctx,
+                    rs,
+                    EventType::Normal,
+                    pipeline::DEPENDENCY_NOT_READY,
+                    &message,
+                )
+                .await;
+            }
+            Ok(requeue_dependency(ctx.requeue_dependency))
+        }
+        Err(StageFailure::Stalled {
+            reason,
+            message,
+            digest,
+        }) => {
+            cond::mark_stalled(conditions, &reason, &message, generation, now);
+            if let Some(digest) = digest {
+                status::record(
+                    status.history.get_or_insert_with(Vec::new),
+                    status::Record {
+                        digest,
+                        status: reason.clone(),
+                        duration: start.elapsed(),
+                        metadata: None,
+                    },
+                    now,
+                );
+            }
+            patch_status(&api, rs, &status).await?;
+            event(&ctx, rs, EventType::Warning, &reason, &message).await;
+            Ok(no_requeue())
+        }
+        Err(StageFailure::Failed { message, digest }) => {
+            let message = format!("reconciliation failed: {message}");
+            cond::delete(conditions, cond::STALLED);
+            cond::mark_false(
+                conditions,
+                cond::READY,
+                RECONCILIATION_FAILED_REASON,
+                &message,
+                generation,
+                now,
+            );
+            cond::mark_true(
+                conditions,
+                cond::RECONCILING,
+                "ProgressingWithRetry",
+                &message,
+                generation,
+                now,
+            );
+            if let Some(digest) = digest {
+                status::record(
+                    status.history.get_or_insert_with(Vec::new),
+                    status::Record {
+                        digest,
+                        status: RECONCILIATION_FAILED_REASON.into(),
+                        duration: start.elapsed(),
+                        metadata: None,
+                    },
+                    now,
+                );
+            }
+            patch_status(&api, rs, &status).await?;
+            event(
+                &ctx,
+                rs,
+                EventType::Warning,
+                RECONCILIATION_FAILED_REASON,
+                &message,
+            )
+            .await;
+            Err(ReconcileError::Failed(message))
+        }
+        Err(StageFailure::Kube(e)) => Err(ReconcileError::Kube(e)),
+    }
+}

@@ -1,0 +1,113 @@
+//! Object preparation before the apply (Flux Operator's, in its order), pure: the owner labels,
+//! then `commonMetadata` (which may overwrite them), then the cleanup of Flux's kustomize-controller
+//! labels so that objects a Kustomization created are adopted; and the revision of the result.
+
+use std::collections::BTreeMap;
+
+use rflux_common::api::resourceset::{OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Labels and annotations removed from the desired objects before the apply (§7.2).
+const CLEANUP_LABELS: [&str; 2] = [
+    "kustomize.toolkit.fluxcd.io/name",
+    "kustomize.toolkit.fluxcd.io/namespace",
+];
+const CLEANUP_ANNOTATIONS: [&str; 3] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "meta.helm.sh/release-name",
+    "meta.helm.sh/release-namespace",
+];
+
+/// Sets the owner labels of ResourceSet `namespace/name` and `commonMetadata` on `obj`.
+pub fn prepare(
+    obj: &mut Value,
+    (name, namespace): (&str, &str),
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) {
+    let Some(meta) = obj
+        .as_object_mut()
+        .map(|o| {
+            o.entry("metadata")
+                .or_insert_with(|| Value::Object(Map::new()))
+        })
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let mut set = |field: &str, pairs: &mut dyn Iterator<Item = (&str, &str)>, remove: &[&str]| {
+        let m = meta
+            .entry(field)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !m.is_object() {
+            *m = Value::Object(Map::new());
+        }
+        if let Some(m) = m.as_object_mut() {
+            for (k, v) in pairs {
+                m.insert(k.to_string(), Value::String(v.to_string()));
+            }
+            for k in remove {
+                m.remove(*k);
+            }
+        }
+        if meta
+            .get(field)
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            meta.remove(field);
+        }
+    };
+    let owner = [(OWNER_NAME_LABEL, name), (OWNER_NAMESPACE_LABEL, namespace)];
+    let mut label_pairs = owner
+        .into_iter()
+        .chain(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    set("labels", &mut label_pairs, &CLEANUP_LABELS);
+    let mut annotation_pairs = annotations.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    set("annotations", &mut annotation_pairs, &CLEANUP_ANNOTATIONS);
+}
+
+/// `sha256:<hex>` of the objects as one YAML stream (each object, keys sorted, then `---`), as
+/// Flux Operator computes `lastAppliedRevision`.
+pub fn revision<'a>(objects: impl IntoIterator<Item = &'a Value>) -> String {
+    let mut h = Sha256::new();
+    for o in objects {
+        h.update(rflux_gotmpl::json_to_yaml(o).unwrap_or_default().as_bytes());
+        h.update(b"---\n");
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn owner_labels_then_common_metadata_then_cleanup() {
+        let mut o = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"kustomize.toolkit.fluxcd.io/name": "old", "x": "1"},
+                         "annotations": {"meta.helm.sh/release-name": "r"}}});
+        let mut labels = BTreeMap::new();
+        labels.insert("team".to_string(), "a".to_string());
+        labels.insert(OWNER_NAME_LABEL.to_string(), "overwritten".to_string());
+        prepare(&mut o, ("rs", "apps"), &labels, &BTreeMap::new());
+        assert_eq!(
+            o["metadata"]["labels"],
+            json!({"x": "1", OWNER_NAME_LABEL: "overwritten", OWNER_NAMESPACE_LABEL: "apps", "team": "a"})
+        );
+        assert!(o["metadata"].get("annotations").is_none(), "{o}");
+    }
+
+    #[test]
+    fn the_revision_changes_with_any_object() {
+        let a = json!({"kind": "ConfigMap", "metadata": {"name": "a"}});
+        let b = json!({"kind": "ConfigMap", "metadata": {"name": "b"}});
+        let r1 = revision([&a, &b]);
+        assert!(r1.starts_with("sha256:") && r1.len() == 71, "{r1}");
+        assert_ne!(r1, revision([&b, &a]));
+        assert_eq!(r1, revision([&a, &b]));
+    }
+}
