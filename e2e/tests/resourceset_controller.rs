@@ -425,3 +425,91 @@ async fn steps_apply_in_order_after_each_step_is_healthy() {
     let h = rs.status.unwrap().history.unwrap();
     assert_eq!(h[0].metadata.as_ref().unwrap()["steps"], "2");
 }
+
+/// `copyFrom`, `convertKubeConfigFrom` and `checksumFrom` read the cluster with the
+/// ResourceSet's client (§7.1): the copied data, the kubeconfig's server and CA, and the
+/// checksum (its input spelled out here), with the external reference in the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_convert_and_checksum_read_the_cluster() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let cp = ControlPlane::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    let _crd_lock = lock_crds_and_install(&client).await;
+    let ns = cp.create_namespace("rsrc").await.unwrap();
+    let mut rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
+    let labels = rsc.labels();
+    let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let pp = PostParams::default();
+    let src: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "src"}, "data": {"a": "1", "b": "2"}}))
+            .unwrap();
+    cms.create(&pp, &src).await.unwrap();
+    let ca_pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: spoke\n  cluster:\n    server: https://spoke.example:6443\n    certificate-authority-data: {}\n",
+        b64.encode(ca_pem)
+    );
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+        json!({"metadata": {"name": "kc"}, "stringData": {"value": kubeconfig}}),
+    )
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+        .create(&pp, &secret)
+        .await
+        .unwrap();
+    let ann = |k: &str, v: String| json!({ k: v });
+    rss.create(
+        &pp,
+        &rset(
+            "sources",
+            &labels,
+            json!({"resources": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "copied", "namespace": ns,
+                  "annotations": ann("fluxcd.controlplane.io/copyFrom", format!("{ns}/src"))}},
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": ns,
+                  "annotations": ann("fluxcd.controlplane.io/convertKubeConfigFrom", format!("{ns}/kc"))}},
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "summed", "namespace": ns,
+                  "annotations": ann("fluxcd.controlplane.io/checksumFrom", format!("ConfigMap/{ns}/src"))}}
+            ]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let rs = wait_rs(
+        &rss,
+        "sources",
+        "Ready",
+        &mut rsc,
+        is("True", "ReconciliationSucceeded"),
+    )
+    .await;
+    assert_eq!(
+        cms.get("copied").await.unwrap().data.unwrap(),
+        [
+            ("a".to_string(), "1".to_string()),
+            ("b".to_string(), "2".to_string())
+        ]
+        .into()
+    );
+    let info = cms.get("cluster-info").await.unwrap().data.unwrap();
+    assert_eq!(info["address"], "https://spoke.example:6443");
+    assert_eq!(info["ca.crt"], ca_pem);
+    let summed = cms.get("summed").await.unwrap();
+    let sum = summed.metadata.annotations.unwrap()["fluxcd.controlplane.io/checksum"].clone();
+    use sha2::Digest as _;
+    let input = format!("ConfigMap/{ns}/src\0a\x001\0b\x002\0");
+    let want = format!(
+        "sha256:{}",
+        sha2::Sha256::digest(input.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    assert_eq!(sum, want);
+    assert_eq!(
+        rs.status.unwrap().external_checksum_refs,
+        Some(vec![format!("ConfigMap/{ns}/src")])
+    );
+}

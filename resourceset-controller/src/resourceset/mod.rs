@@ -7,11 +7,13 @@
 //! |---|---|
 //! | `pipeline.rs` | the stages, in order |
 //! | `prepare.rs` | owner labels, `commonMetadata`, cleanup, the revision (pure) |
+//! | `sources.rs` | `copyFrom`, `convertKubeConfigFrom`, `checksumFrom` (reads the cluster) |
 //! | `status.rs` | history and messages (pure) |
 
 mod context;
 mod pipeline;
 pub mod prepare;
+pub mod sources;
 pub mod status;
 
 use std::sync::Arc;

@@ -105,10 +105,11 @@ impl<'a> Pipeline<'a> {
         self.progress(RECONCILIATION_IN_PROGRESS_MSG).await?;
         let (sets, has_providers) = self.inputs().await?;
         let steps = self.build(&sets, has_providers).await?;
-        let steps = self.prepare(steps);
+        let mut steps = self.prepare(steps);
+        let client = self.client().await?;
+        self.read_cluster(&client, &mut steps).await?;
         let revision = prepare::revision(steps.iter().flat_map(|s| &s.objects));
         let resources: usize = steps.iter().map(|s| s.objects.len()).sum();
-        let client = self.client().await?;
         let resolver = Resolver::new(client);
         let applied = self.apply(&resolver, &steps).await?;
         self.collect_garbage(&resolver, &applied).await?;
@@ -305,6 +306,27 @@ impl<'a> Pipeline<'a> {
             }
         }
         steps
+    }
+
+    /// Stage: `copyFrom`, `convertKubeConfigFrom` and `checksumFrom`, read with the applying
+    /// client; the external checksum references go to the status.
+    async fn read_cluster(
+        &mut self,
+        client: &Client,
+        steps: &mut [StepObjects],
+    ) -> Result<(), StageFailure> {
+        let mut all: Vec<&mut Value> = steps
+            .iter_mut()
+            .flat_map(|s| s.objects.iter_mut())
+            .collect();
+        let refs = super::sources::prepare_from_cluster(client, &mut all)
+            .await
+            .map_err(|e| StageFailure::Failed {
+                message: e.to_string(),
+                digest: None,
+            })?;
+        self.status.external_checksum_refs = (!refs.is_empty()).then_some(refs);
+        Ok(())
     }
 
     /// The client that applies: impersonating `serviceAccountName` (or the default one).
