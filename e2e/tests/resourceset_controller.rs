@@ -513,3 +513,77 @@ async fn copy_convert_and_checksum_read_the_cluster() {
         Some(vec![format!("ConfigMap/{ns}/src")])
     );
 }
+
+/// `recreateOnFailure: enabled` on a Job: the failed Job is deleted before the next attempt and
+/// created again (a new uid), as Flux Operator does; without the annotation it stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_jobs_are_recreated_when_asked() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let client = cp.client().await.unwrap();
+    let _crd_lock = lock_crds_and_install(&client).await;
+    let ns = cp.create_namespace("rsjob").await.unwrap();
+    let mut rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
+    let labels = rsc.labels();
+    let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    // kwok never schedules a Pod on a node that does not exist: the Job fails at its deadline.
+    let job = |name: &str, recreate: bool| {
+        let mut annotations = json!({});
+        if recreate {
+            annotations["fluxcd.controlplane.io/recreateOnFailure"] = json!("enabled");
+        }
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": 1, "template": {"spec": {
+                "restartPolicy": "Never", "nodeSelector": {"no-such-node": "true"},
+                "containers": [{"name": "m", "image": "busybox"}]}}}})
+    };
+    rss.create(
+        &PostParams::default(),
+        &rset(
+            "jobs",
+            &labels,
+            json!({"wait": true, "resources": [job("again", true), job("once", false)]}),
+        ),
+    )
+    .await
+    .unwrap();
+    type Seen = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+    let uids = std::sync::Arc::new(std::sync::Mutex::new(Seen::new()));
+    let res = wait_for(Duration::from_secs(90), "the failed Job recreated", || {
+        let jobs = jobs.clone();
+        let uids = uids.clone();
+        async move {
+            let items = jobs.list(&ListParams::default()).await?.items;
+            let mut seen = uids.lock().unwrap();
+            for j in items {
+                seen.entry(j.metadata.name.clone().unwrap_or_default())
+                    .or_default()
+                    .insert(j.metadata.uid.clone().unwrap_or_default());
+            }
+            Ok(seen
+                .get("again")
+                .is_some_and(|u| u.len() >= 2)
+                .then(|| seen.clone()))
+        }
+    })
+    .await;
+    let seen = match res {
+        Ok(s) => s,
+        Err(e) => panic!("{e:#}\n{:?}\n{}", uids.lock().unwrap(), rsc.log_tail(60)),
+    };
+    println!("job uids: {seen:?}");
+    let once = jobs.get("once").await.unwrap();
+    assert!(
+        seen.get("once").is_some_and(|u| u.len() == 1),
+        "the Job without the annotation was recreated: {seen:?}"
+    );
+    assert!(once.metadata.uid.is_some());
+    let rs = rss.get("jobs").await.unwrap();
+    let (status, reason, msg) = ready(&rs).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ReconciliationFailed"),
+        "{msg}"
+    );
+}

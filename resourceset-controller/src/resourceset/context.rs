@@ -45,11 +45,16 @@ impl Context {
 /// The owner of what a ResourceSet applies: field manager `flux-operator`, owner labels under
 /// `resourceset.fluxcd.controlplane.io`, per-object options under `fluxcd.controlplane.io`.
 pub fn owner_of(rs: &ResourceSet) -> Owner {
+    owner_for(&rs.name_any(), &rs.namespace().unwrap_or_default())
+}
+
+/// The owner for ResourceSet `namespace/name`.
+pub fn owner_for(name: &str, namespace: &str) -> Owner {
     Owner {
         manager: crate::CONTROLLER_NAME.to_string(),
         group: OWNER_GROUP.to_string(),
-        name: rs.name_any(),
-        namespace: rs.namespace().unwrap_or_default(),
+        name: name.to_string(),
+        namespace: namespace.to_string(),
         options_group: "fluxcd.controlplane.io".to_string(),
     }
 }

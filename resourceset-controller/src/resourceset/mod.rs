@@ -7,12 +7,14 @@
 //! |---|---|
 //! | `pipeline.rs` | the stages, in order |
 //! | `prepare.rs` | owner labels, `commonMetadata`, cleanup, the revision (pure) |
+//! | `recreate.rs` | `recreateOnFailure`: failed Jobs deleted before their step |
 //! | `sources.rs` | `copyFrom`, `convertKubeConfigFrom`, `checksumFrom` (reads the cluster) |
 //! | `status.rs` | history and messages (pure) |
 
-mod context;
+pub(crate) mod context;
 mod pipeline;
 pub mod prepare;
+pub mod recreate;
 pub mod sources;
 pub mod status;
 

@@ -364,6 +364,12 @@ impl<'a> Pipeline<'a> {
         let n = steps.len();
         for (i, step) in steps.iter().enumerate() {
             let named = !step.name.is_empty();
+            super::recreate::recreate_failed_jobs(resolver, &step.objects, &opts.owner)
+                .await
+                .map_err(|message| StageFailure::Failed {
+                    message,
+                    digest: None,
+                })?;
             let changes = apply_all_with(resolver, step.objects.clone(), &opts)
                 .await
                 .map_err(|e| {

@@ -68,15 +68,105 @@ pub fn prepare(
     set("annotations", &mut annotation_pairs, &CLEANUP_ANNOTATIONS);
 }
 
-/// `sha256:<hex>` of the objects as one YAML stream (each object, keys sorted, then `---`), as
-/// Flux Operator computes `lastAppliedRevision`.
+/// `sha256:<hex>` of the objects as one YAML stream (each object [`normalized`], keys sorted,
+/// then `---`), as Flux Operator computes `lastAppliedRevision`.
 pub fn revision<'a>(objects: impl IntoIterator<Item = &'a Value>) -> String {
     let mut h = Sha256::new();
     for o in objects {
-        h.update(rflux_gotmpl::json_to_yaml(o).unwrap_or_default().as_bytes());
+        let o = normalized(o);
+        h.update(rflux_gotmpl::json_to_yaml(&o).unwrap_or_default().as_bytes());
         h.update(b"---\n");
     }
     format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// The object as Flux's ssa `normalize.UnstructuredList` leaves it before Flux Operator hashes
+/// it: `metadata.creationTimestamp: null` everywhere, `status` dropped (but on CRDs), and what
+/// the round trip through the typed object adds for the kinds handled here: `spec: {}` on a
+/// Namespace; on a Deployment `strategy: {}`, the pod template's `creationTimestamp: null`,
+/// `resources: {}` on containers and the `TCP` port protocol (also on a Service); a Secret's
+/// `stringData` moved into `data`. Other built-in kinds' typed defaults are not reproduced.
+pub fn normalized(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    let api_version = o["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = o["kind"].as_str().unwrap_or_default().to_string();
+    let Some(m) = o.as_object_mut() else {
+        return o;
+    };
+    let is_crd = kind == "CustomResourceDefinition" && api_version.starts_with("apiextensions.k8s.io/");
+    if !is_crd {
+        m.remove("status");
+    }
+    set_null_timestamp(m.entry("metadata").or_insert_with(|| Value::Object(Map::new())));
+    match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Namespace") => {
+            m.entry("spec").or_insert_with(|| Value::Object(Map::new()));
+        }
+        ("v1", "Secret") => normalize_secret(m),
+        ("v1", "Service") => default_protocols(m.get_mut("spec").and_then(|s| s.get_mut("ports"))),
+        ("apps/v1", "Deployment") => {
+            if let Some(spec) = m.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.entry("strategy").or_insert_with(|| Value::Object(Map::new()));
+                if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
+                    set_null_timestamp(t.entry("metadata").or_insert_with(|| Value::Object(Map::new())));
+                    if let Some(pod) = t.get_mut("spec").and_then(Value::as_object_mut) {
+                        for field in ["containers", "initContainers"] {
+                            for c in pod.get_mut(field).and_then(Value::as_array_mut).into_iter().flatten() {
+                                if let Some(c) = c.as_object_mut() {
+                                    c.entry("resources").or_insert_with(|| Value::Object(Map::new()));
+                                    if field == "containers" {
+                                        default_protocols(c.get_mut("ports"));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    o
+}
+
+fn set_null_timestamp(meta: &mut Value) {
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert("creationTimestamp".into(), Value::Null);
+    }
+}
+
+/// Ports without a protocol get `TCP`.
+fn default_protocols(ports: Option<&mut Value>) {
+    for p in ports.and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(p) = p.as_object_mut() {
+            let empty = p.get("protocol").and_then(Value::as_str).is_none_or(str::is_empty);
+            if empty {
+                p.insert("protocol".into(), Value::String("TCP".into()));
+            }
+        }
+    }
+}
+
+/// `stringData` merged into `data` (base64, overwriting equal keys) and removed.
+fn normalize_secret(m: &mut Map<String, Value>) {
+    use base64::Engine as _;
+    let Some(Value::Object(string_data)) = m.remove("stringData") else {
+        return;
+    };
+    if string_data.is_empty() {
+        return;
+    }
+    let data = m.entry("data").or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (k, v) in string_data {
+            let text = v.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(k, Value::String(encoded));
+        }
+    }
 }
 
 #[cfg(test)]
