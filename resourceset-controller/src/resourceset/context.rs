@@ -25,6 +25,8 @@ pub struct Context {
     pub jitter_percentage: u8,
     /// The manager's write fence (also on the impersonating clients).
     pub fence: WriteFence,
+    /// `flux_resourceset_info`.
+    pub info: super::info::InfoMetric,
 }
 
 impl Context {
@@ -38,6 +40,7 @@ impl Context {
             requeue_dependency: Duration::from_secs(5),
             jitter_percentage: 5,
             fence: WriteFence::open(),
+            info: super::info::InfoMetric::default(),
         }
     }
 }

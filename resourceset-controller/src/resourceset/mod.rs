@@ -6,14 +6,18 @@
 //! | file | what |
 //! |---|---|
 //! | `pipeline.rs` | the stages, in order |
+//! | `info.rs` | the `flux_resourceset_info` gauge |
 //! | `prepare.rs` | owner labels, `commonMetadata`, cleanup, the revision (pure) |
+//! | `provider_labels.rs` | which ResourceSets a provider event concerns (also by its former labels) |
 //! | `recreate.rs` | `recreateOnFailure`: failed Jobs deleted before their step |
 //! | `sources.rs` | `copyFrom`, `convertKubeConfigFrom`, `checksumFrom` (reads the cluster) |
 //! | `status.rs` | history and messages (pure) |
 
 pub(crate) mod context;
+pub mod info;
 mod pipeline;
 pub mod prepare;
+mod provider_labels;
 pub mod recreate;
 pub mod sources;
 pub mod status;
@@ -65,6 +69,7 @@ pub async fn run_resourceset_controller(
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) {
+    ctx.info.register(metrics.metrics().registry());
     let providers: Api<ResourceSetInputProvider> = Api::all(ctx.client.clone());
     run_controller_with(
         api,
@@ -77,31 +82,27 @@ pub async fn run_resourceset_controller(
         stop,
         move |c| {
             // A provider that changes (exports, appears, goes) reconciles the ResourceSets
-            // of its namespace that read it.
+            // of its namespace that read it, and, when its labels changed, those that
+            // selected it by its former labels.
             let store = c.store();
+            let seen = provider_labels::SeenLabels::default();
             c.watches(providers, watcher::Config::default(), move |p| {
+                let ns = p.namespace().unwrap_or_default();
+                let name = p.name_any();
+                let before = seen.swap(&ns, &name, p.labels());
                 store
                     .state()
                     .into_iter()
-                    .filter(|rs| rs.namespace() == p.namespace() && reads(rs, &p))
+                    .filter(|rs| {
+                        rs.namespace().as_deref() == Some(ns.as_str())
+                            && provider_labels::concerns(rs, &name, p.labels(), before.as_ref())
+                    })
                     .map(|rs| ObjectRef::from_obj(rs.as_ref()))
                     .collect::<Vec<_>>()
             })
         },
     )
     .await;
-}
-
-/// Whether `rs` takes inputs from provider `p` (by name or label selector).
-fn reads(rs: &ResourceSet, p: &ResourceSetInputProvider) -> bool {
-    rs.spec
-        .inputs_from()
-        .iter()
-        .any(|from| match (&from.name, &from.selector) {
-            (Some(n), _) => *n == p.name_any(),
-            (None, Some(sel)) => crate::offline::selects(sel, p.labels()),
-            _ => false,
-        })
 }
 
 /// `reconcileEvery` / `reconcileTimeout` with their defaults when unparsable.
@@ -121,6 +122,7 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
     let api: Api<ResourceSet> = Api::namespaced(ctx.client.clone(), &ns);
     if rs.meta().deletion_timestamp.is_some() {
         pipeline::finalize(&ctx, rs).await;
+        ctx.info.delete(&ns, &rs.name_any());
         remove_finalizer(&api, rs, FINALIZER).await?;
         return Ok(no_requeue());
     }
@@ -150,6 +152,7 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
             );
             patch_status(&api, rs, &status).await?;
         }
+        ctx.info.record(rs, &status);
         return Ok(no_requeue());
     }
     if let Some(at) = cond::requested_at(Some(rs.annotations())) {
@@ -159,6 +162,7 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
     let (every, timeout) = durations(rs);
     let mut p = pipeline::Pipeline::new(&ctx, rs, &api, status, timeout);
     let outcome = p.run().await;
+    let counts = p.counts.take();
     let mut status = p.status;
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     let now = jiff::Timestamp::now();
@@ -184,6 +188,7 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
             );
             status.last_applied_revision = Some(done.revision.clone());
             patch_status(&api, rs, &status).await?;
+            ctx.info.record(rs, &status);
             event(
                 &ctx,
                 rs,
@@ -204,15 +209,9 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
                 generation,
                 now,
             );
-            cond::mark_true(
-                conditions,
-                cond::RECONCILING,
-                "ProgressingWithRetry",
-                &message,
-                generation,
-                now,
-            );
+            status::mark_retrying(conditions);
             patch_status(&api, rs, &status).await?;
+            ctx.info.record(rs, &status);
             if changed {
                 event(
                     &ctx,
@@ -244,6 +243,7 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
                 );
             }
             patch_status(&api, rs, &status).await?;
+            ctx.info.record(rs, &status);
             event(&ctx, rs, EventType::Warning, &reason, &message).await;
             Ok(no_requeue())
         }
@@ -258,14 +258,7 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
                 generation,
                 now,
             );
-            cond::mark_true(
-                conditions,
-                cond::RECONCILING,
-                "ProgressingWithRetry",
-                &message,
-                generation,
-                now,
-            );
+            status::mark_retrying(conditions);
             if let Some(digest) = digest {
                 status::record(
                     status.history.get_or_insert_with(Vec::new),
@@ -273,12 +266,13 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
                         digest,
                         status: RECONCILIATION_FAILED_REASON.into(),
                         duration: start.elapsed(),
-                        metadata: None,
+                        metadata: counts,
                     },
                     now,
                 );
             }
             patch_status(&api, rs, &status).await?;
+            ctx.info.record(rs, &status);
             event(
                 &ctx,
                 rs,

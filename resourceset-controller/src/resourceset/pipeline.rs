@@ -64,6 +64,8 @@ pub(super) struct Pipeline<'a> {
     api: &'a Api<ResourceSet>,
     pub(super) status: ResourceSetStatus,
     timeout: Duration,
+    /// The history metadata, once built (Flux Operator records it on apply failures too).
+    pub(super) counts: Option<BTreeMap<String, String>>,
 }
 
 /// `sha256:` of the spec, the history digest of a build failure.
@@ -87,6 +89,7 @@ impl<'a> Pipeline<'a> {
             api,
             status,
             timeout,
+            counts: None,
         }
     }
 
@@ -111,8 +114,16 @@ impl<'a> Pipeline<'a> {
         let revision = prepare::revision(steps.iter().flat_map(|s| &s.objects));
         let resources: usize = steps.iter().map(|s| s.objects.len()).sum();
         let resolver = Resolver::new(client);
-        let applied = self.apply(&resolver, &steps).await?;
-        self.collect_garbage(&resolver, &applied).await?;
+        let steps_count = self.rs.spec.has_steps().then_some(steps.len());
+        let counts =
+            super::status::counts(sets.as_ref().map_or(0, Vec::len), resources, steps_count);
+        self.counts = Some(counts.clone());
+        // Apply and GC failures are recorded in the history under the objects' digest.
+        let with_digest = |e| super::status::with_digest(e, &revision);
+        let applied = self.apply(&resolver, &steps).await.map_err(with_digest)?;
+        self.collect_garbage(&resolver, &applied)
+            .await
+            .map_err(with_digest)?;
         if self.rs.spec.wait() {
             let last = applied
                 .last()
@@ -125,15 +136,7 @@ impl<'a> Pipeline<'a> {
                     digest: Some(revision.clone()),
                 })?;
         }
-        let steps_count = self.rs.spec.has_steps().then_some(steps.len());
-        Ok(Outcome {
-            revision,
-            counts: super::status::counts(
-                sets.as_ref().map_or(0, Vec::len),
-                resources,
-                steps_count,
-            ),
-        })
+        Ok(Outcome { revision, counts })
     }
 
     /// Parses the `readyExpr` of every dependency (a bad one stalls the ResourceSet).

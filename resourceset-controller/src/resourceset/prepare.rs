@@ -74,7 +74,11 @@ pub fn revision<'a>(objects: impl IntoIterator<Item = &'a Value>) -> String {
     let mut h = Sha256::new();
     for o in objects {
         let o = normalized(o);
-        h.update(rflux_gotmpl::json_to_yaml(&o).unwrap_or_default().as_bytes());
+        h.update(
+            rflux_gotmpl::json_to_yaml(&o)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
         h.update(b"---\n");
     }
     format!("sha256:{}", hex::encode(h.finalize()))
@@ -93,11 +97,15 @@ pub fn normalized(obj: &Value) -> Value {
     let Some(m) = o.as_object_mut() else {
         return o;
     };
-    let is_crd = kind == "CustomResourceDefinition" && api_version.starts_with("apiextensions.k8s.io/");
+    let is_crd =
+        kind == "CustomResourceDefinition" && api_version.starts_with("apiextensions.k8s.io/");
     if !is_crd {
         m.remove("status");
     }
-    set_null_timestamp(m.entry("metadata").or_insert_with(|| Value::Object(Map::new())));
+    set_null_timestamp(
+        m.entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new())),
+    );
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Namespace") => {
             m.entry("spec").or_insert_with(|| Value::Object(Map::new()));
@@ -106,14 +114,24 @@ pub fn normalized(obj: &Value) -> Value {
         ("v1", "Service") => default_protocols(m.get_mut("spec").and_then(|s| s.get_mut("ports"))),
         ("apps/v1", "Deployment") => {
             if let Some(spec) = m.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("strategy").or_insert_with(|| Value::Object(Map::new()));
+                spec.entry("strategy")
+                    .or_insert_with(|| Value::Object(Map::new()));
                 if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
-                    set_null_timestamp(t.entry("metadata").or_insert_with(|| Value::Object(Map::new())));
+                    set_null_timestamp(
+                        t.entry("metadata")
+                            .or_insert_with(|| Value::Object(Map::new())),
+                    );
                     if let Some(pod) = t.get_mut("spec").and_then(Value::as_object_mut) {
                         for field in ["containers", "initContainers"] {
-                            for c in pod.get_mut(field).and_then(Value::as_array_mut).into_iter().flatten() {
+                            for c in pod
+                                .get_mut(field)
+                                .and_then(Value::as_array_mut)
+                                .into_iter()
+                                .flatten()
+                            {
                                 if let Some(c) = c.as_object_mut() {
-                                    c.entry("resources").or_insert_with(|| Value::Object(Map::new()));
+                                    c.entry("resources")
+                                        .or_insert_with(|| Value::Object(Map::new()));
                                     if field == "containers" {
                                         default_protocols(c.get_mut("ports"));
                                     }
@@ -139,7 +157,10 @@ fn set_null_timestamp(meta: &mut Value) {
 fn default_protocols(ports: Option<&mut Value>) {
     for p in ports.and_then(Value::as_array_mut).into_iter().flatten() {
         if let Some(p) = p.as_object_mut() {
-            let empty = p.get("protocol").and_then(Value::as_str).is_none_or(str::is_empty);
+            let empty = p
+                .get("protocol")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
             if empty {
                 p.insert("protocol".into(), Value::String("TCP".into()));
             }
@@ -154,6 +175,7 @@ fn normalize_secret(m: &mut Map<String, Value>) {
         return;
     };
     if string_data.is_empty() {
+        m.insert("stringData".into(), Value::Object(string_data));
         return;
     }
     let data = m.entry("data").or_insert_with(|| Value::Object(Map::new()));
@@ -189,6 +211,62 @@ mod tests {
             json!({"x": "1", OWNER_NAME_LABEL: "overwritten", OWNER_NAMESPACE_LABEL: "apps", "team": "a"})
         );
         assert!(o["metadata"].get("annotations").is_none(), "{o}");
+    }
+
+    /// E3 (`e3-exclusion`) as prepared for ResourceSet `default/tenants`; the digest is the
+    /// `lastAppliedRevision` the real flux-operator v0.59.0 wrote for it
+    /// (`e2e/tests/resourceset_side_by_side.rs`).
+    #[test]
+    fn the_revision_is_flux_operators() {
+        let owner = json!({OWNER_NAME_LABEL: "tenants", OWNER_NAMESPACE_LABEL: "default"});
+        let ns = |n: &str| {
+            json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": n, "labels": owner}})
+        };
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "flux", "namespace": "team1", "labels": owner,
+                         "annotations": {"fluxcd.controlplane.io/reconcile": "enabled"}}});
+        assert_eq!(
+            revision([&ns("team1"), &ns("team2"), &sa]),
+            "sha256:6fd5d02b426c3ab197e66b75d90aee38ca5dfad452cbf05184d9ec961628f320"
+        );
+    }
+
+    #[test]
+    fn normalization_adds_the_typed_defaults() {
+        let d = normalized(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d"}, "status": {"replicas": 1},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "a", "ports": [{"containerPort": 80}, {"containerPort": 53, "protocol": "UDP"}]},
+                {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}}}}));
+        assert_eq!(
+            d,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d", "creationTimestamp": null},
+                "spec": {"strategy": {}, "template": {"metadata": {"creationTimestamp": null},
+                    "spec": {"containers": [
+                        {"name": "a", "resources": {}, "ports": [
+                            {"containerPort": 80, "protocol": "TCP"},
+                            {"containerPort": 53, "protocol": "UDP"}]},
+                        {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}}}})
+        );
+        let s = normalized(
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"a": "eA==", "b": "eA=="}, "stringData": {"b": "yz"}}),
+        );
+        assert_eq!(s["data"], json!({"a": "eA==", "b": "eXo="}));
+        assert!(s.get("stringData").is_none(), "{s}");
+        // A custom resource keeps its spec; a CRD keeps its status.
+        let cr =
+            json!({"apiVersion": "x.io/v1", "kind": "Namespace", "metadata": {}, "status": {}});
+        assert_eq!(
+            normalized(&cr),
+            json!({"apiVersion": "x.io/v1", "kind": "Namespace",
+            "metadata": {"creationTimestamp": null}})
+        );
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "c"}, "status": {"x": 1}});
+        assert_eq!(normalized(&crd)["status"], json!({"x": 1}));
     }
 
     #[test]
