@@ -131,7 +131,7 @@ async fn flux_manual_sharding_by_watch_label_selector() {
     );
 
     // The shard's controllers.
-    let mut shard = Controllers::start(
+    let shard = Controllers::start(
         cp,
         options(&format!("{TEST_LABEL}={tag},{SHARD_KEY}=shard1")),
     )

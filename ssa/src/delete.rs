@@ -29,6 +29,49 @@ pub fn may_delete(live: &Value, owner: &Owner) -> bool {
         && !owner.is_ignored(live)
 }
 
+/// How many times an object that changed between its read and its delete is read again.
+const DELETE_ATTEMPTS: usize = 3;
+
+/// Reads `obj`, checks that `owner` may delete it, and deletes it with the read uid and
+/// resourceVersion as preconditions: an object another owner took over (or anyone changed)
+/// after the read is read and judged again, never deleted on a stale verdict.
+async fn delete_one(
+    api: &kube::Api<kube::core::DynamicObject>,
+    obj: &ObjectRef,
+    owner: &Owner,
+) -> Result<Action, String> {
+    for _ in 0..DELETE_ATTEMPTS {
+        let live = match api.get_opt(&obj.name).await {
+            Ok(None) => return Ok(Action::Deleted),
+            Ok(Some(live)) => live,
+            Err(e) => return Err(format!("{} query failed: {}", obj.subject(), error_text(&e))),
+        };
+        let value = serde_json::to_value(&live).unwrap_or(Value::Null);
+        if !may_delete(&value, owner) {
+            return Ok(Action::Skipped);
+        }
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(kube::api::Preconditions {
+                uid: live.metadata.uid.clone(),
+                resource_version: live.metadata.resource_version.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&obj.name, &dp).await {
+            Ok(_) => return Ok(Action::Deleted),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Deleted),
+            // The precondition failed: the object changed since it was read.
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(format!("{} delete failed: {}", obj.subject(), error_text(&e))),
+        }
+    }
+    Err(format!(
+        "{} delete failed: the object kept changing while it was being deleted",
+        obj.subject()
+    ))
+}
+
 /// Deletes `stale` objects (given in apply order) in reverse order, one by one, with background
 /// propagation. Missing objects count as deleted; objects not owned by `owner` or opted out
 /// are skipped.
@@ -40,10 +83,6 @@ pub async fn delete_all(
     let mut changes = ChangeSet::default();
     let mut errors = Vec::new();
     let mut not_deleted = Vec::new();
-    let dp = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
     for obj in stale.iter().rev() {
         let api = match resolver.api(obj).await {
             Ok(api) => api,
@@ -53,37 +92,10 @@ pub async fn delete_all(
                 continue;
             }
         };
-        let live = match api.get_opt(&obj.name).await {
-            Ok(None) => {
-                changes.push(obj.clone(), Action::Deleted);
-                continue;
-            }
-            Ok(Some(live)) => serde_json::to_value(&live).unwrap_or(Value::Null),
+        match delete_one(&api, obj, owner).await {
+            Ok(action) => changes.push(obj.clone(), action),
             Err(e) => {
-                errors.push(format!(
-                    "{} query failed: {}",
-                    obj.subject(),
-                    error_text(&e)
-                ));
-                not_deleted.push(obj.clone());
-                continue;
-            }
-        };
-        if !may_delete(&live, owner) {
-            changes.push(obj.clone(), Action::Skipped);
-            continue;
-        }
-        match api.delete(&obj.name, &dp).await {
-            Ok(_) => changes.push(obj.clone(), Action::Deleted),
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                changes.push(obj.clone(), Action::Deleted);
-            }
-            Err(e) => {
-                errors.push(format!(
-                    "{} delete failed: {}",
-                    obj.subject(),
-                    error_text(&e)
-                ));
+                errors.push(e);
                 not_deleted.push(obj.clone());
             }
         }

@@ -1,8 +1,6 @@
 //! The objects of the fleet scenario (providers, ResourceSets, the Git tree) and what the test
 //! reads back from the clusters (the applied ConfigMap on a spoke, Kustomization and
-//! ResourceSet states), plus a timeline recorder for the transitions in between.
-
-use std::time::{Duration, Instant};
+//! ResourceSet states).
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Client;
@@ -11,8 +9,6 @@ use rflux_common::api::kustomization::Kustomization;
 use rflux_common::api::resourceset::ResourceSet;
 use rflux_e2e::ControlPlane;
 use serde_json::{Map, Value, json};
-
-use crate::support::procs::ks_condition;
 
 /// The applied ConfigMap's name on every spoke.
 pub const CONFIG: &str = "fleet-config";
@@ -146,36 +142,9 @@ pub async fn applied(cms: &Api<ConfigMap>) -> Option<Applied> {
     })
 }
 
-/// One line for a spoke's ConfigMap in a timeline.
-pub fn describe_applied(a: Option<&Applied>) -> String {
-    match a {
-        None => "absent".into(),
-        Some(a) => format!(
-            "environment={} version={} owner={} uid={}",
-            a.get("environment"),
-            a.get("version"),
-            a.owner,
-            a.uid.get(..8).unwrap_or(&a.uid)
-        ),
-    }
-}
-
 /// `lastAppliedRevision` of a Kustomization.
 pub fn applied_rev(ks: &Kustomization) -> Option<&str> {
     ks.status.as_ref()?.last_applied_revision.as_deref()
-}
-
-/// One word for a Kustomization in a timeline: absent, deleting, or its Ready status and reason.
-pub async fn describe_ks(api: &Api<Kustomization>, name: &str) -> String {
-    match api.get_opt(name).await {
-        Ok(None) => "absent".into(),
-        Ok(Some(k)) if k.metadata.deletion_timestamp.is_some() => "deleting".into(),
-        Ok(Some(k)) => match ks_condition(&k, "Ready") {
-            Some(c) => format!("Ready={} {}", c.status, c.reason),
-            None => "created".into(),
-        },
-        Err(e) => format!("error {e}"),
-    }
 }
 
 /// The Ready condition of a ResourceSet: (status, reason, message).
@@ -196,36 +165,4 @@ pub fn rs_inventory(rs: &ResourceSet) -> Vec<String> {
         .and_then(|s| s.inventory.as_ref())
         .map(|i| i.entries.iter().map(|e| e.id.clone()).collect())
         .unwrap_or_default()
-}
-
-/// The states a polled scenario went through, each with the time it was first seen.
-pub struct Timeline {
-    start: Instant,
-    last: Option<String>,
-    pub entries: Vec<(Duration, String)>,
-}
-
-impl Timeline {
-    pub fn new(start: Instant) -> Self {
-        Timeline {
-            start,
-            last: None,
-            entries: Vec::new(),
-        }
-    }
-
-    /// Records `state` when it differs from the previous one.
-    pub fn observe(&mut self, state: String) {
-        if self.last.as_deref() != Some(state.as_str()) {
-            self.entries.push((self.start.elapsed(), state.clone()));
-            self.last = Some(state);
-        }
-    }
-
-    pub fn print(&self, title: &str) {
-        println!("timeline: {title}");
-        for (at, state) in &self.entries {
-            println!("  +{:>7.3}s  {state}", at.as_secs_f64());
-        }
-    }
 }
