@@ -522,7 +522,7 @@ async fn failed_jobs_are_recreated_when_asked() {
     let client = cp.client().await.unwrap();
     let _crd_lock = lock_crds_and_install(&client).await;
     let ns = cp.create_namespace("rsjob").await.unwrap();
-    let mut rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
+    let rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
     let labels = rsc.labels();
     let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
