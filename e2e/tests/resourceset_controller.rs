@@ -442,9 +442,11 @@ async fn copy_convert_and_checksum_read_the_cluster() {
     let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let pp = PostParams::default();
-    let src: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "src"}, "data": {"a": "1", "b": "2"}}))
-            .unwrap();
+    let src: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "src", "labels": {"reconcile.fluxcd.io/watch": "Enabled"}},
+        "data": {"a": "1", "b": "2"}
+    }))
+    .unwrap();
     cms.create(&pp, &src).await.unwrap();
     let ca_pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
     let kubeconfig = format!(
@@ -512,6 +514,28 @@ async fn copy_convert_and_checksum_read_the_cluster() {
         rs.status.unwrap().external_checksum_refs,
         Some(vec![format!("ConfigMap/{ns}/src")])
     );
+
+    // The labelled source changes: the ResourceSet (interval 1h) reconciles at once, the copy
+    // and the checksum follow.
+    cms.patch(
+        "src",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "changed"}})),
+    )
+    .await
+    .unwrap();
+    let res = wait_for(WAIT, "the copy follows its labelled source", || async {
+        let copied = cms.get("copied").await?.data.unwrap_or_default();
+        let summed = cms.get("summed").await?;
+        let sum2 =
+            summed.metadata.annotations.unwrap_or_default()["fluxcd.controlplane.io/checksum"]
+                .clone();
+        Ok((copied.get("a").map(String::as_str) == Some("changed") && sum2 != sum).then_some(()))
+    })
+    .await;
+    if let Err(e) = res {
+        panic!("{e:#}\n{}", rsc.log_tail(40));
+    }
 }
 
 /// `recreateOnFailure: enabled` on a Job: the failed Job is deleted before the next attempt and

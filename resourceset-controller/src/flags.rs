@@ -19,8 +19,8 @@ pub struct ResourceSetControllerFlags {
     #[arg(long, default_value_t = 10)]
     pub concurrent: u16,
     /// Label selector of the ConfigMaps and Secrets whose changes reconcile the ResourceSets
-    /// that copy or checksum them (accepted; has no effect yet).
-    #[arg(long, default_value = "reconcile.fluxcd.io/watch=Enabled")]
+    /// that copy, convert or checksum them (empty: no such watch).
+    #[arg(long, default_value = WATCH_CONFIGS_DEFAULT)]
     pub watch_configs_label_selector: String,
     /// Field managers whose fields are taken over on apply (repeatable; accepted, has no
     /// effect yet).
@@ -48,9 +48,6 @@ impl ResourceSetControllerFlags {
     /// implementation (they are accepted so Flux Operator's Deployment args keep working).
     pub fn inert_flags_in_use(&self) -> Vec<&'static str> {
         let mut out = self.runtime.inert_flags_in_use();
-        if self.watch_configs_label_selector != WATCH_CONFIGS_DEFAULT {
-            out.push("--watch-configs-label-selector");
-        }
         if !self.override_manager.is_empty() {
             out.push("--override-manager");
         }
@@ -116,11 +113,8 @@ mod tests {
         assert_eq!(f.runtime.default_service_account, "tenant");
         assert!(f.runtime.leader_election.enable);
         let inert = f.inert_flags_in_use();
-        for name in [
-            "--watch-configs-label-selector",
-            "--override-manager",
-            "--storage-path",
-        ] {
+        assert!(!inert.contains(&"--watch-configs-label-selector"));
+        for name in ["--override-manager", "--storage-path"] {
             assert!(inert.contains(&name), "{name} in {inert:?}");
         }
         assert!(!inert.contains(&"--reporting-interval"));

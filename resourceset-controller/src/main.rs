@@ -87,6 +87,7 @@ async fn run(flags: ResourceSetControllerFlags) -> Result<(), RuntimeError> {
             rset_ctx.default_service_account = mgr.flags.default_service_account.clone();
             rset_ctx.requeue_dependency = mgr.flags.requeue_dependency;
             rset_ctx.fence = mgr.fence.clone();
+            rset_ctx.watch_configs_label_selector = flags.watch_configs_label_selector.clone();
             let rsip_ctx = ProviderContext::new(mgr.client.clone(), mgr.recorder.clone());
             let rset_settings = ControllerSettings {
                 name: "resourceset".into(),

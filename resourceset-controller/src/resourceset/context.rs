@@ -27,6 +27,13 @@ pub struct Context {
     pub fence: WriteFence,
     /// `flux_resourceset_info`.
     pub info: super::info::InfoMetric,
+    /// `--watch-configs-label-selector`: ConfigMaps and Secrets with these labels that a
+    /// ResourceSet read (copy, convert, checksum) reconcile it when they change.
+    pub watch_configs_label_selector: String,
+    /// What each ResourceSet (namespace, name) read last, as `Kind/namespace/name`.
+    pub(crate) reads: std::sync::Mutex<
+        std::collections::HashMap<(String, String), std::collections::BTreeSet<String>>,
+    >,
 }
 
 impl Context {
@@ -41,7 +48,48 @@ impl Context {
             jitter_percentage: 5,
             fence: WriteFence::open(),
             info: super::info::InfoMetric::default(),
+            watch_configs_label_selector: "reconcile.fluxcd.io/watch=Enabled".into(),
+            reads: std::sync::Mutex::default(),
         }
+    }
+}
+
+impl Context {
+    /// Records what `rs` read from the cluster (replacing the previous record).
+    pub(crate) fn remember_reads(
+        &self,
+        rs: &ResourceSet,
+        reads: std::collections::BTreeSet<String>,
+    ) {
+        let key = (rs.namespace().unwrap_or_default(), rs.name_any());
+        let mut all = self
+            .reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if reads.is_empty() {
+            all.remove(&key);
+        } else {
+            all.insert(key, reads);
+        }
+    }
+
+    /// Forgets a deleted ResourceSet's reads.
+    pub(crate) fn forget_reads(&self, namespace: &str, name: &str) {
+        self.reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// The ResourceSets that read `Kind/namespace/name`.
+    pub(crate) fn readers_of(&self, reference: &str) -> Vec<(String, String)> {
+        self.reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, refs)| refs.contains(reference))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 

@@ -25,7 +25,9 @@ pub mod status;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -71,6 +73,10 @@ pub async fn run_resourceset_controller(
 ) {
     ctx.info.register(metrics.metrics().registry());
     let providers: Api<ResourceSetInputProvider> = Api::all(ctx.client.clone());
+    let config_maps: Api<PartialObjectMeta<ConfigMap>> = Api::all(ctx.client.clone());
+    let secrets: Api<PartialObjectMeta<Secret>> = Api::all(ctx.client.clone());
+    let selector = ctx.watch_configs_label_selector.trim().to_string();
+    let watching = ctx.clone();
     run_controller_with(
         api,
         settings,
@@ -81,6 +87,16 @@ pub async fn run_resourceset_controller(
         reconcile,
         stop,
         move |c| {
+            // A labelled ConfigMap or Secret a ResourceSet read (copyFrom,
+            // convertKubeConfigFrom, checksumFrom) reconciles it when it changes.
+            let c = if selector.is_empty() {
+                c
+            } else {
+                let config = || watcher::Config::default().labels(&selector);
+                let (a, b) = (watching.clone(), watching.clone());
+                c.watches(config_maps, config(), move |m| readers(&a, "ConfigMap", &m))
+                    .watches(secrets, config(), move |m| readers(&b, "Secret", &m))
+            };
             // A provider that changes (exports, appears, goes) reconciles the ResourceSets
             // of its namespace that read it, and, when its labels changed, those that
             // selected it by its former labels.
@@ -105,6 +121,23 @@ pub async fn run_resourceset_controller(
     .await;
 }
 
+/// The ResourceSets that read the ConfigMap or Secret `m`.
+fn readers<K: kube::Resource>(
+    ctx: &Context,
+    kind: &str,
+    m: &PartialObjectMeta<K>,
+) -> Vec<ObjectRef<ResourceSet>> {
+    let reference = format!(
+        "{kind}/{}/{}",
+        m.metadata.namespace.as_deref().unwrap_or_default(),
+        m.metadata.name.as_deref().unwrap_or_default()
+    );
+    ctx.readers_of(&reference)
+        .into_iter()
+        .map(|(ns, name)| ObjectRef::new(&name).within(&ns))
+        .collect()
+}
+
 /// `reconcileEvery` / `reconcileTimeout` with their defaults when unparsable.
 fn durations(rs: &ResourceSet) -> (Duration, Duration) {
     let parse =
@@ -123,15 +156,21 @@ pub async fn reconcile(obj: Arc<ResourceSet>, ctx: Arc<Context>) -> Result<Actio
     if rs.meta().deletion_timestamp.is_some() {
         pipeline::finalize(&ctx, rs).await;
         ctx.info.delete(&ns, &rs.name_any());
+        ctx.forget_reads(&ns, &rs.name_any());
         remove_finalizer(&api, rs, FINALIZER).await?;
         return Ok(no_requeue());
     }
-    if !rs.finalizers().iter().any(|f| f == FINALIZER) {
+    let fresh = !rs.finalizers().iter().any(|f| f == FINALIZER);
+    if fresh {
         add_finalizer(&api, rs, FINALIZER).await?;
     }
     let mut status = rs.status.clone().unwrap_or_default();
     let generation = rs.meta().generation;
     let now = jiff::Timestamp::now();
+    if fresh && !rs.is_disabled() {
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        status::initialize(conditions, generation, now);
+    }
     if rs.is_disabled() {
         event(
             &ctx,

@@ -322,12 +322,14 @@ impl<'a> Pipeline<'a> {
             .iter_mut()
             .flat_map(|s| s.objects.iter_mut())
             .collect();
-        let refs = super::sources::prepare_from_cluster(client, &mut all)
+        let reads = super::sources::prepare_from_cluster(client, &mut all)
             .await
             .map_err(|e| StageFailure::Failed {
                 message: e.to_string(),
                 digest: None,
             })?;
+        self.ctx.remember_reads(self.rs, reads.all);
+        let refs = reads.external_checksum;
         self.status.external_checksum_refs = (!refs.is_empty()).then_some(refs);
         Ok(())
     }

@@ -86,10 +86,12 @@ pub fn revision<'a>(objects: impl IntoIterator<Item = &'a Value>) -> String {
 
 /// The object as Flux's ssa `normalize.UnstructuredList` leaves it before Flux Operator hashes
 /// it: `metadata.creationTimestamp: null` everywhere, `status` dropped (but on CRDs), and what
-/// the round trip through the typed object adds for the kinds handled here: `spec: {}` on a
-/// Namespace; on a Deployment `strategy: {}`, the pod template's `creationTimestamp: null`,
-/// `resources: {}` on containers and the `TCP` port protocol (also on a Service); a Secret's
-/// `stringData` moved into `data`. Other built-in kinds' typed defaults are not reproduced.
+/// the round trip through the typed object adds for the kinds handled here (checked against
+/// fluxcd/pkg/ssa v0.77.0): `spec: {}` on a Namespace; `selector: null` and `strategy: {}` on a
+/// Deployment; on the pod template of a Deployment or Job `metadata: {}`, `resources: {}` on
+/// every container and the `TCP` protocol on container ports; on a Service the `TCP` protocol
+/// and `targetPort: 0`; a Secret's `stringData` moved into `data`. The typed defaults of the
+/// other built-in kinds (StatefulSet, DaemonSet, CronJob, Pod, …) are not reproduced.
 pub fn normalized(obj: &Value) -> Value {
     let mut o = obj.clone();
     let api_version = o["apiVersion"].as_str().unwrap_or_default().to_string();
@@ -102,42 +104,42 @@ pub fn normalized(obj: &Value) -> Value {
     if !is_crd {
         m.remove("status");
     }
-    set_null_timestamp(
-        m.entry("metadata")
-            .or_insert_with(|| Value::Object(Map::new())),
-    );
+    if let Some(meta) = m
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+    {
+        meta.insert("creationTimestamp".into(), Value::Null);
+    }
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Namespace") => {
             m.entry("spec").or_insert_with(|| Value::Object(Map::new()));
         }
         ("v1", "Secret") => normalize_secret(m),
-        ("v1", "Service") => default_protocols(m.get_mut("spec").and_then(|s| s.get_mut("ports"))),
-        ("apps/v1", "Deployment") => {
+        ("v1", "Service") => {
+            let ports = m.get_mut("spec").and_then(|s| s.get_mut("ports"));
+            for p in ports.and_then(Value::as_array_mut).into_iter().flatten() {
+                if let Some(p) = p.as_object_mut() {
+                    default_protocol(p);
+                    p.entry("targetPort").or_insert(Value::from(0));
+                }
+            }
+        }
+        ("apps/v1", "Deployment") | ("batch/v1", "Job") => {
             if let Some(spec) = m.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("strategy")
+                if kind == "Deployment" {
+                    spec.entry("selector").or_insert(Value::Null);
+                    spec.entry("strategy")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                }
+                let template = spec
+                    .entry("template")
                     .or_insert_with(|| Value::Object(Map::new()));
-                if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
-                    set_null_timestamp(
-                        t.entry("metadata")
-                            .or_insert_with(|| Value::Object(Map::new())),
-                    );
+                if let Some(t) = template.as_object_mut() {
+                    t.entry("metadata")
+                        .or_insert_with(|| Value::Object(Map::new()));
                     if let Some(pod) = t.get_mut("spec").and_then(Value::as_object_mut) {
-                        for field in ["containers", "initContainers"] {
-                            for c in pod
-                                .get_mut(field)
-                                .and_then(Value::as_array_mut)
-                                .into_iter()
-                                .flatten()
-                            {
-                                if let Some(c) = c.as_object_mut() {
-                                    c.entry("resources")
-                                        .or_insert_with(|| Value::Object(Map::new()));
-                                    if field == "containers" {
-                                        default_protocols(c.get_mut("ports"));
-                                    }
-                                }
-                            }
-                        }
+                        pod_spec(pod);
                     }
                 }
             }
@@ -147,24 +149,32 @@ pub fn normalized(obj: &Value) -> Value {
     o
 }
 
-fn set_null_timestamp(meta: &mut Value) {
-    if let Some(meta) = meta.as_object_mut() {
-        meta.insert("creationTimestamp".into(), Value::Null);
+/// A pod spec's typed defaults: `resources: {}` on every container, `TCP` on the ports of the
+/// regular containers.
+fn pod_spec(pod: &mut Map<String, Value>) {
+    for field in ["containers", "initContainers", "ephemeralContainers"] {
+        let list = pod.get_mut(field).and_then(Value::as_array_mut);
+        for c in list.into_iter().flatten().filter_map(Value::as_object_mut) {
+            c.entry("resources")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if field == "containers" {
+                let ports = c.get_mut("ports").and_then(Value::as_array_mut);
+                for p in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+                    default_protocol(p);
+                }
+            }
+        }
     }
 }
 
-/// Ports without a protocol get `TCP`.
-fn default_protocols(ports: Option<&mut Value>) {
-    for p in ports.and_then(Value::as_array_mut).into_iter().flatten() {
-        if let Some(p) = p.as_object_mut() {
-            let empty = p
-                .get("protocol")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty);
-            if empty {
-                p.insert("protocol".into(), Value::String("TCP".into()));
-            }
-        }
+/// A port without a protocol gets `TCP`.
+fn default_protocol(p: &mut Map<String, Value>) {
+    let empty = p
+        .get("protocol")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if empty {
+        p.insert("protocol".into(), Value::String("TCP".into()));
     }
 }
 
@@ -232,23 +242,47 @@ mod tests {
         );
     }
 
+    /// Expected values: what fluxcd/pkg/ssa v0.77.0 `normalize.UnstructuredList` printed for the
+    /// same objects.
     #[test]
     fn normalization_adds_the_typed_defaults() {
         let d = normalized(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "d"}, "status": {"replicas": 1},
             "spec": {"template": {"spec": {"containers": [
                 {"name": "a", "ports": [{"containerPort": 80}, {"containerPort": 53, "protocol": "UDP"}]},
-                {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}}}}));
+                {"name": "b", "resources": {"limits": {"cpu": "1"}}}],
+                "initContainers": [{"name": "i", "ports": [{"containerPort": 1}]}]}}}}));
         assert_eq!(
             d,
             json!({"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": "d", "creationTimestamp": null},
-                "spec": {"strategy": {}, "template": {"metadata": {"creationTimestamp": null},
+                "spec": {"selector": null, "strategy": {}, "template": {"metadata": {},
                     "spec": {"containers": [
                         {"name": "a", "resources": {}, "ports": [
                             {"containerPort": 80, "protocol": "TCP"},
                             {"containerPort": 53, "protocol": "UDP"}]},
-                        {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}}}})
+                        {"name": "b", "resources": {"limits": {"cpu": "1"}}}],
+                        "initContainers": [{"name": "i", "resources": {},
+                            "ports": [{"containerPort": 1}]}]}}}})
+        );
+        let j = normalized(
+            &json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+            "spec": {"template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "a"}]}}}}),
+        );
+        assert_eq!(
+            j["spec"],
+            json!({"template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "a", "resources": {}}]}}})
+        );
+        let svc = normalized(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+            "spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}}),
+        );
+        assert_eq!(
+            svc["spec"]["ports"],
+            json!([{"port": 80, "protocol": "TCP", "targetPort": 0},
+                   {"port": 53, "protocol": "UDP", "targetPort": "dns"}])
         );
         let s = normalized(
             &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},

@@ -249,11 +249,42 @@ fn set_checksums(
     Ok(())
 }
 
-/// Runs the three steps on `objects` with `client`; returns the external checksum references.
+/// What the three steps read from the cluster, as `Kind/namespace/name`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterReads {
+    /// `checksumFrom` references not rendered by the ResourceSet (`status.externalChecksumRefs`).
+    pub external_checksum: Vec<String>,
+    /// Every ConfigMap and Secret read: `copyFrom` and `convertKubeConfigFrom` sources and the
+    /// external checksum references (a change of one reconciles the ResourceSet).
+    pub all: BTreeSet<String>,
+}
+
+/// The `Kind/ns/name` a `copyFrom` or `convertKubeConfigFrom` annotation of `o` reads.
+fn source_ref(o: &Value) -> Option<String> {
+    if let Some(v) = annotation(o, COPY_FROM_ANNOTATION)
+        && o.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && let Some(kind) = o
+            .get("kind")
+            .and_then(Value::as_str)
+            .filter(|k| *k == "ConfigMap" || *k == "Secret")
+        && let Some((ns, name)) = split_ref(v)
+    {
+        return Some(format!("{kind}/{ns}/{name}"));
+    }
+    let v = annotation(o, CONVERT_KUBECONFIG_FROM_ANNOTATION).filter(|_| is_v1(o, "ConfigMap"))?;
+    let (ns, name, _) = parse_convert_ref(v).ok()?;
+    Some(format!("Secret/{ns}/{name}"))
+}
+
+/// Runs the three steps on `objects` with `client`; returns what was read.
 pub async fn prepare_from_cluster(
     client: &Client,
     objects: &mut [&mut Value],
-) -> Result<Vec<String>, SourceError> {
+) -> Result<ClusterReads, SourceError> {
+    let mut reads = ClusterReads::default();
+    reads
+        .all
+        .extend(objects.iter().filter_map(|o| source_ref(o)));
     for o in objects.iter_mut() {
         copy_from(client, o).await?;
     }
@@ -266,7 +297,7 @@ pub async fn prepare_from_cluster(
         checksum_values(o, &mut values);
     }
     if values.is_empty() {
-        return Ok(Vec::new());
+        return Ok(reads);
     }
     let mut data: BTreeMap<String, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
     for o in objects.iter() {
@@ -305,7 +336,9 @@ pub async fn prepare_from_cluster(
     for o in objects.iter_mut() {
         set_checksums(o, &data)?;
     }
-    Ok(external.into_iter().collect())
+    reads.all.extend(external.iter().cloned());
+    reads.external_checksum = external.into_iter().collect();
+    Ok(reads)
 }
 
 async fn get_json(client: &Client, kind: &str, ns: &str, name: &str) -> Result<Value, String> {
@@ -435,6 +468,22 @@ async fn convert_kubeconfig(client: &Client, o: &mut Value) -> Result<(), Source
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_sources_of_copy_and_convert() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"annotations": {COPY_FROM_ANNOTATION: "ns/src"}}});
+        assert_eq!(source_ref(&cm).as_deref(), Some("ConfigMap/ns/src"));
+        let s = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"annotations": {COPY_FROM_ANNOTATION: "ns/src"}}});
+        assert_eq!(source_ref(&s).as_deref(), Some("Secret/ns/src"));
+        let conv = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"annotations": {CONVERT_KUBECONFIG_FROM_ANNOTATION: "ns/kc:value"}}});
+        assert_eq!(source_ref(&conv).as_deref(), Some("Secret/ns/kc"));
+        let other = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"annotations": {COPY_FROM_ANNOTATION: "ns/src"}}});
+        assert_eq!(source_ref(&other), None);
+    }
 
     #[test]
     fn convert_refs_and_kubeconfigs() {

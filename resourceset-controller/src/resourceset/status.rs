@@ -3,10 +3,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rflux_common::api::kustomization::Snapshot;
 use rflux_common::api::resourceset::MAX_HISTORY;
+use rflux_common::api::resourceset::{PROGRESSING_REASON, RECONCILIATION_IN_PROGRESS_MSG};
+use rflux_common::runtime::conditions as cond;
 use rflux_common::runtime::duration::format_go_duration;
+
+use super::StageFailure;
 
 /// What one reconcile adds to the history.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,10 +78,112 @@ pub fn counts(inputs: usize, resources: usize, steps: Option<usize>) -> BTreeMap
     m
 }
 
+/// What Flux Operator sets when it adds the finalizer (its first reconcile of an object that is
+/// not disabled): Ready=Unknown and Reconciling, both `Progressing`, `Reconciliation in progress`.
+pub fn initialize(conditions: &mut Vec<Condition>, generation: Option<i64>, now: jiff::Timestamp) {
+    cond::mark_unknown(
+        conditions,
+        cond::READY,
+        PROGRESSING_REASON,
+        RECONCILIATION_IN_PROGRESS_MSG,
+        generation,
+        now,
+    );
+    cond::mark_reconciling(
+        conditions,
+        PROGRESSING_REASON,
+        RECONCILIATION_IN_PROGRESS_MSG,
+        generation,
+        now,
+    );
+}
+
+/// After a failed reconcile (Ready=False): a Reconciling condition, if there is one, gets reason
+/// `ProgressingWithRetry` and keeps its message; none is added (Flux Operator's status
+/// finalization).
+pub fn mark_retrying(conditions: &mut [Condition]) {
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == cond::RECONCILING) {
+        c.reason = PROGRESSING_WITH_RETRY_REASON.to_string();
+    }
+}
+
+/// `ProgressingWithRetry`.
+pub const PROGRESSING_WITH_RETRY_REASON: &str = "ProgressingWithRetry";
+
+/// An apply, GC or health failure without a digest gets the objects' `revision` (Flux Operator
+/// records those failures in the history under the digest of the objects).
+pub fn with_digest(e: StageFailure, revision: &str) -> StageFailure {
+    match e {
+        StageFailure::Failed {
+            message,
+            digest: None,
+        } => StageFailure::Failed {
+            message,
+            digest: Some(revision.to_string()),
+        },
+        e => e,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retrying_keeps_the_reconciling_message_and_adds_none() {
+        let t = jiff::Timestamp::UNIX_EPOCH;
+        let mut c = Vec::new();
+        mark_retrying(&mut c);
+        assert!(c.is_empty());
+        initialize(&mut c, Some(3), t);
+        cond::mark_false(
+            &mut c,
+            cond::READY,
+            "ReconciliationFailed",
+            "boom",
+            Some(3),
+            t,
+        );
+        mark_retrying(&mut c);
+        let r = cond::get(&c, cond::RECONCILING).unwrap();
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str(), r.message.as_str()),
+            ("True", "ProgressingWithRetry", "Reconciliation in progress")
+        );
+        assert_eq!(
+            cond::get_reason(&c, cond::READY),
+            Some("ReconciliationFailed")
+        );
+    }
+
+    #[test]
+    fn failures_get_the_objects_digest() {
+        let failed = |digest: Option<&str>| StageFailure::Failed {
+            message: "m".into(),
+            digest: digest.map(str::to_string),
+        };
+        let digest = |e: StageFailure| match e {
+            StageFailure::Failed { digest, .. } => digest,
+            _ => None,
+        };
+        assert_eq!(
+            digest(with_digest(failed(None), "sha256:a")).as_deref(),
+            Some("sha256:a")
+        );
+        assert_eq!(
+            digest(with_digest(failed(Some("sha256:b")), "sha256:a")).as_deref(),
+            Some("sha256:b")
+        );
+        let dep = with_digest(
+            StageFailure::Dependency {
+                message: "m".into(),
+                changed: true,
+            },
+            "sha256:a",
+        );
+        assert!(matches!(dep, StageFailure::Dependency { .. }));
+    }
 
     fn rec(d: &str, s: &str) -> Record {
         Record {
