@@ -199,6 +199,29 @@ fn finalize(
         }),
     );
 
+    shape_schema(&mut v, &name, |props| {
+        let status = props
+            .get_mut("status")
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| shape("status schema"))?;
+        status.insert("default".into(), status_default());
+        Ok(())
+    })?;
+    serde_json::from_value(v).map_err(json_err)
+}
+
+/// What every generated CRD gets: `listKind`, and per version a root schema without
+/// `required`/`title`/`nullable`, with `metadata: {type: object}` and string `apiVersion`/`kind`;
+/// `per_version` then adjusts the root properties.
+pub(crate) fn shape_schema(
+    v: &mut Value,
+    name: &str,
+    mut per_version: impl FnMut(&mut Map<String, Value>) -> Result<(), CrdError>,
+) -> Result<(), CrdError> {
+    let shape = |what| CrdError::Shape {
+        name: name.to_string(),
+        what,
+    };
     let names = v
         .pointer_mut("/spec/names")
         .and_then(Value::as_object_mut)
@@ -209,7 +232,6 @@ fn finalize(
         .map(|kind| format!("{kind}List"))
         .ok_or_else(|| shape("spec.names.kind"))?;
     names.insert("listKind".into(), Value::String(list_kind));
-
     let versions = v
         .pointer_mut("/spec/versions")
         .and_then(Value::as_array_mut)
@@ -233,13 +255,9 @@ fn finalize(
                 .entry(key)
                 .or_insert_with(|| json!({ "type": "string" }));
         }
-        let status = props
-            .get_mut("status")
-            .and_then(Value::as_object_mut)
-            .ok_or_else(|| shape("status schema"))?;
-        status.insert("default".into(), status_default());
+        per_version(props)?;
     }
-    serde_json::from_value(v).map_err(json_err)
+    Ok(())
 }
 
 /// Removes `nullable: true` everywhere: Flux's schemas have none, and the API server

@@ -9,9 +9,9 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::super::crd::{CrdError, render_yaml};
+use super::super::crd::{CrdError, render_yaml, shape_schema};
 use super::super::resourcesetinputprovider::ResourceSetInputProvider;
 use super::ResourceSet;
 
@@ -64,65 +64,10 @@ fn finalize(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, C
         name: name.clone(),
         source,
     };
-    let shape = |what| CrdError::Shape {
-        name: name.clone(),
-        what,
-    };
     let mut v = serde_json::to_value(&crd).map_err(json_err)?;
 
-    let names = v
-        .pointer_mut("/spec/names")
-        .and_then(Value::as_object_mut)
-        .ok_or_else(|| shape("spec.names"))?;
-    let list_kind = names
-        .get("kind")
-        .and_then(Value::as_str)
-        .map(|kind| format!("{kind}List"))
-        .ok_or_else(|| shape("spec.names.kind"))?;
-    names.insert("listKind".into(), Value::String(list_kind));
-
-    let versions = v
-        .pointer_mut("/spec/versions")
-        .and_then(Value::as_array_mut)
-        .ok_or_else(|| shape("spec.versions"))?;
-    for version in versions {
-        let root = version
-            .pointer_mut("/schema/openAPIV3Schema")
-            .and_then(Value::as_object_mut)
-            .ok_or_else(|| shape("openAPIV3Schema"))?;
-        root.remove("required");
-        root.remove("title");
-        strip_nullable(root);
-        let props = root
-            .get_mut("properties")
-            .and_then(Value::as_object_mut)
-            .ok_or_else(|| shape("root properties"))?;
-        props.insert("metadata".into(), json!({ "type": "object" }));
-        for key in ["apiVersion", "kind"] {
-            props
-                .entry(key)
-                .or_insert_with(|| json!({ "type": "string" }));
-        }
-    }
+    shape_schema(&mut v, &name, |_| Ok(()))?;
     serde_json::from_value(v).map_err(json_err)
-}
-
-/// Removes `nullable: true` from every schema (not from data: defaults, enums, CEL rules).
-fn strip_nullable(map: &mut Map<String, Value>) {
-    map.remove("nullable");
-    for (key, value) in map.iter_mut() {
-        if key == "default" || key == "enum" || key == "x-kubernetes-validations" {
-            continue;
-        }
-        match value {
-            Value::Object(inner) => strip_nullable(inner),
-            Value::Array(items) => items
-                .iter_mut()
-                .filter_map(Value::as_object_mut)
-                .for_each(strip_nullable),
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]
