@@ -57,63 +57,12 @@ fn committed_manifests_parse_back_to_the_generated_crds() {
     }
 }
 
-/// Removes every `description` string (documentation, not structure).
-fn strip_descriptions(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, v)| !(k.as_str() == "description" && v.is_string()))
-                .map(|(k, v)| (k.clone(), strip_descriptions(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_descriptions).collect()),
-        other => other.clone(),
-    }
-}
+#[path = "support/crd_diff.rs"]
+mod crd_diff;
+use crd_diff::strip_descriptions;
 
-/// Differences between two schema trees, as `path: detail` lines. `required`
-/// lists compare as sets; everything else exactly.
 fn diff(path: &str, ours: &Value, flux: &Value, out: &mut Vec<String>) {
-    match (ours, flux) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, bv) in b {
-                let p = format!("{path}/{k}");
-                match a.get(k) {
-                    None => out.push(format!("{p}: missing in ours (flux: {bv})")),
-                    Some(av) if k == "required" => {
-                        let mut x: Vec<String> = av
-                            .as_array()
-                            .map(|l| l.iter().map(|s| s.to_string()).collect())
-                            .unwrap_or_default();
-                        let mut y: Vec<String> = bv
-                            .as_array()
-                            .map(|l| l.iter().map(|s| s.to_string()).collect())
-                            .unwrap_or_default();
-                        x.sort();
-                        y.sort();
-                        if x != y {
-                            out.push(format!("{p}: ours {x:?} flux {y:?}"));
-                        }
-                    }
-                    Some(av) => diff(&p, av, bv, out),
-                }
-            }
-            for (k, av) in a {
-                if !b.contains_key(k) {
-                    out.push(format!("{path}/{k}: only in ours ({av})"));
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
-                diff(&format!("{path}/{i}"), av, bv, out);
-            }
-        }
-        (a, b) if a == b => {}
-        // the CRD type stores minimum/maximum as floats: 0.0 and 0 are the same bound
-        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
-        (a, b) => out.push(format!("{path}: ours {a} flux {b}")),
-    }
+    crd_diff::diff_as("flux", path, ours, flux, out);
 }
 
 fn v1_version(crd: &Value) -> Value {

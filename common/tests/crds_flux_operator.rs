@@ -72,59 +72,12 @@ fn operator_crds_are_installed() {
     }
 }
 
-/// Removes every `description` string (documentation, not structure).
-fn strip_descriptions(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, v)| !(k.as_str() == "description" && v.is_string()))
-                .map(|(k, v)| (k.clone(), strip_descriptions(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_descriptions).collect()),
-        other => other.clone(),
-    }
-}
+#[path = "support/crd_diff.rs"]
+mod crd_diff;
+use crd_diff::strip_descriptions;
 
-/// Differences as `path: detail` lines; `required` lists compare as sets, numbers by value.
 fn diff(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
-    match (ours, theirs) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, bv) in b {
-                let p = format!("{path}/{k}");
-                match a.get(k) {
-                    None => out.push(format!("{p}: missing in ours (upstream: {bv})")),
-                    Some(av) if k == "required" => {
-                        let set = |v: &Value| {
-                            let mut l: Vec<String> = v
-                                .as_array()
-                                .map(|l| l.iter().map(Value::to_string).collect())
-                                .unwrap_or_default();
-                            l.sort();
-                            l
-                        };
-                        if set(av) != set(bv) {
-                            out.push(format!("{p}: ours {av} upstream {bv}"));
-                        }
-                    }
-                    Some(av) => diff(&p, av, bv, out),
-                }
-            }
-            for (k, av) in a {
-                if !b.contains_key(k) {
-                    out.push(format!("{path}/{k}: only in ours ({av})"));
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
-                diff(&format!("{path}/{i}"), av, bv, out);
-            }
-        }
-        (a, b) if a == b => {}
-        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
-        (a, b) => out.push(format!("{path}: ours {a} upstream {b}")),
-    }
+    crd_diff::diff_as("upstream", path, ours, theirs, out);
 }
 
 /// Structural comparison of one of our CRDs with flux-operator's.
