@@ -15,7 +15,16 @@ use super::object::ObjectRef;
 /// Why no API handle could be made for an object (Flux's texts).
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
-    /// The kind is unknown to the API server, or the object's namespace does not exist.
+    /// The kind is unknown to the API server. Flux's RESTMapper error is not an API NotFound,
+    /// so its `DryRunErr` prints it as a dry-run failure without a reason.
+    #[error("{subject} dry-run failed: {message}")]
+    NoMatch {
+        /// `Kind/ns/name`.
+        subject: String,
+        /// `no matches for kind …`.
+        message: String,
+    },
+    /// The object's namespace does not exist (an API NotFound).
     #[error("{subject} not found: {message}")]
     NotFound {
         /// `Kind/ns/name`.
@@ -89,10 +98,10 @@ impl ResolveError {
         }
     }
 
-    /// The lookup error of `obj` this makes (Flux's `not found` for a miss).
+    /// The lookup error of `obj` this makes (Flux's `dry-run failed: no matches for kind …`).
     pub fn into_lookup(self, obj: &ObjectRef) -> LookupError {
         match self {
-            e @ ResolveError::NoMatch { .. } => LookupError::NotFound {
+            e @ ResolveError::NoMatch { .. } => LookupError::NoMatch {
                 subject: obj.subject(),
                 message: e.to_string(),
             },
@@ -249,7 +258,7 @@ mod tests {
             ResolveError::new(&cm(), missing)
                 .into_lookup(&cm())
                 .to_string(),
-            r#"ConfigMap/ns/x not found: no matches for kind "ConfigMap" in version "v1""#
+            r#"ConfigMap/ns/x dry-run failed: no matches for kind "ConfigMap" in version "v1""#
         );
         let gone = api(
             404,
@@ -258,7 +267,7 @@ mod tests {
         );
         assert!(matches!(
             ResolveError::new(&cm(), gone).into_lookup(&cm()),
-            LookupError::NotFound { .. }
+            LookupError::NoMatch { .. }
         ));
 
         let unavailable = api(

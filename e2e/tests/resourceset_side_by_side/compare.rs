@@ -65,9 +65,14 @@ fn is_go_duration(s: &str) -> bool {
     true
 }
 
-/// A live object without what the API server sets; managedFields reduced to the sorted
-/// `manager/operation[/subresource]` list.
+/// A live object without what the API server sets and without its status (the cluster's
+/// controllers write it); managedFields reduced to the sorted `manager/operation[/subresource]`
+/// list.
 pub(crate) fn normalize_live(mut obj: Value) -> Value {
+    // The status is written by the cluster's controllers (a Deployment's), not by ours.
+    if let Some(o) = obj.as_object_mut() {
+        o.remove("status");
+    }
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return obj;
     };
@@ -130,6 +135,12 @@ pub(crate) fn normalize_status(status: &Value) -> Value {
                 for (k, v) in h.as_object().into_iter().flatten() {
                     match k.as_str() {
                         "firstReconciled" | "lastReconciled" => {}
+                        // Failures are retried with backoff: how often depends on timing.
+                        "totalReconciliations"
+                            if h["lastReconciledStatus"] != "ReconciliationSucceeded" =>
+                        {
+                            m.insert(k.clone(), json!("n"));
+                        }
                         "lastReconciledDuration" => {
                             let ok = v.as_str().is_some_and(is_go_duration);
                             m.insert(k.clone(), json!(if ok { "<d>" } else { "malformed" }));
@@ -223,7 +234,12 @@ pub(crate) fn differences(op: &Snapshot, ours: &Snapshot) -> Vec<String> {
     );
     push("delete", delete);
     let mut providers = Vec::new();
-    json_diff(&json!(op.providers), &json!(ours.providers), "", &mut providers);
+    json_diff(
+        &json!(op.providers),
+        &json!(ours.providers),
+        "",
+        &mut providers,
+    );
     push("providers", providers);
     let mut finalizers = Vec::new();
     json_diff(&op.finalizers, &ours.finalizers, "", &mut finalizers);
@@ -273,8 +289,10 @@ mod tests {
 
     #[test]
     fn live_objects_lose_server_fields() {
-        let o = normalize_live(json!({"metadata": {"name": "a", "uid": "u", "generation": 1,
-            "managedFields": [{"manager": "m", "operation": "Apply", "fieldsV1": {}}]}}));
+        let o = normalize_live(
+            json!({"metadata": {"name": "a", "uid": "u", "generation": 1,
+            "managedFields": [{"manager": "m", "operation": "Apply", "fieldsV1": {}}]}}),
+        );
         assert_eq!(
             o,
             json!({"metadata": {"name": "a", "managedFields": ["m/Apply"]}})
