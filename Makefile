@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/rflux/target
 export RFLUX_E2E_BIN ?= $(HOME)/.cache/gitops-e2e/bin
 E2E := $(CARGO_TARGET_DIR)/debug/rflux-e2e
 
-.PHONY: all build lint test unit e2e-bins env-up env-down env-status run bench bench-fleet manifests deps clean-env static flux-cli flux-bins interop fuzz faults
+.PHONY: all build lint test unit e2e-bins env-up env-down env-status run bench bench-fleet bench-remote manifests deps clean-env static flux-cli flux-bins interop fuzz faults
 
 all: build
 
@@ -84,6 +84,11 @@ bench:
 FLEET_N ?= 100
 bench-fleet: e2e-bins
 	FLEET_PLOT=1 scripts/bench-fleet.sh $(FLEET_N)
+
+## bench-remote: 50 remote clusters (kubeconfig Secrets, distinct users), ours vs Flux, interleaved
+## repetitions (docs/benchmarks.md); REMOTE_CLUSTERS=50 REMOTE_REPS=3
+bench-remote: e2e-bins
+	scripts/bench-remote.sh
 
 ## manifests: regenerate the CRDs from the Rust types
 manifests:

@@ -25,6 +25,28 @@ pub fn loadavg() -> [f64; 3] {
     [(); 3].map(|_| it.next().unwrap_or(-1.0))
 }
 
+/// Busy CPU ticks of the whole machine so far (`/proc/stat`: user, nice, system, irq,
+/// softirq, steal; 100 per second).
+pub fn machine_busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    Some([0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum())
+}
+
+/// CPU ticks (user + system) of the process `pid` so far; 0 when it is gone.
+pub fn pid_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| metrics::cpu_ticks_from_stat(&s))
+        .unwrap_or(0)
+}
+
 /// One controller process; SIGTERM (then SIGKILL after 15 s) when dropped.
 pub struct Proc {
     name: String,
@@ -32,7 +54,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 

@@ -22,6 +22,13 @@ pub struct RunResult {
     /// its last measurement.
     pub load_before: [f64; 3],
     pub load_after: [f64; 3],
+    /// CPU seconds the machine spent outside this benchmark's processes (controllers, both
+    /// control planes, the harness) during the run: the other work on the machine.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub foreign_cpu_s: f64,
+    /// Length of the window of `foreign_cpu_s` (controllers started to last measurement), s.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub window_s: f64,
     /// From the burst of Kustomizations to all Ready at the revision, seconds.
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub all_ready_s: f64,
@@ -60,7 +67,8 @@ fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
 
 impl RunResult {
     fn per_cluster(&self, counts: &BTreeMap<String, f64>) -> f64 {
-        counts.values().sum::<f64>() / self.clusters.max(1) as f64
+        // `+ 0.0`: an empty float sum is -0.0.
+        (counts.values().sum::<f64>() + 0.0) / self.clusters.max(1) as f64
     }
 
     pub fn hub_requests_per_cluster(&self) -> f64 {
@@ -81,8 +89,8 @@ impl RunResult {
 type Figure = (&'static str, fn(&RunResult) -> f64, usize);
 
 pub const FIGURES: [Figure; 8] = [
-    ("time to all Ready (s)", |r| r.all_ready_s, 1),
-    ("no-op round, all handled (s)", |r| r.noop_s, 1),
+    ("time to all Ready (s)", |r| r.all_ready_s, 2),
+    ("no-op round, all handled (s)", |r| r.noop_s, 2),
     (
         "hub requests per no-op reconcile per cluster",
         RunResult::hub_requests_per_cluster,
@@ -203,6 +211,21 @@ fn fmt(x: f64, decimals: usize) -> String {
     }
 }
 
+/// Flux ÷ ours, or what makes the ratio meaningless.
+fn ratio_text(ours: f64, flux: f64) -> String {
+    if !(ours.is_finite() && flux.is_finite()) {
+        "—".to_string()
+    } else if ours == 0.0 {
+        if flux == 0.0 {
+            "=".to_string()
+        } else {
+            "ours 0".to_string()
+        }
+    } else {
+        format!("{:.1}×", flux / ours)
+    }
+}
+
 /// A cell: `median (min–max)`.
 fn cell(xs: &[f64], decimals: usize) -> String {
     let (lo, hi) = range(xs);
@@ -233,7 +256,10 @@ pub fn table(runs: &[RunResult], session: Option<&str>, tolerance: f64) -> Strin
     let ps = pairs(&runs, tolerance);
     let accepted: Vec<&Pair> = ps.iter().filter(|p| p.refused.is_empty()).collect();
     let used: Vec<&Pair> = if accepted.is_empty() {
-        ps.iter().collect()
+        // Loaded but complete pairs: shown, flagged as not publishable.
+        ps.iter()
+            .filter(|p| p.ours.is_some_and(|r| r.complete) && p.flux.is_some_and(|r| r.complete))
+            .collect()
     } else {
         accepted.clone()
     };
@@ -249,8 +275,10 @@ pub fn table(runs: &[RunResult], session: Option<&str>, tolerance: f64) -> Strin
         first.map_or(0, |r| r.concurrent),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-    out.push_str("| rep | implementation | load before (1/5/15 min) | load after | pair |\n");
-    out.push_str("|---:|---|---|---|---|\n");
+    out.push_str(
+        "| rep | implementation | load before (1/5/15 min) | load after | other work (CPU s / window s) | pair |\n",
+    );
+    out.push_str("|---:|---|---|---|---:|---|\n");
     for p in &ps {
         for r in [p.ours, p.flux].into_iter().flatten() {
             let l = |a: [f64; 3]| format!("{:.2} {:.2} {:.2}", a[0], a[1], a[2]);
@@ -260,11 +288,13 @@ pub fn table(runs: &[RunResult], session: Option<&str>, tolerance: f64) -> Strin
                 format!("REFUSED: {}", p.refused.join("; "))
             };
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {verdict} |\n",
+                "| {} | {} | {} | {} | {} / {} | {verdict} |\n",
                 p.rep,
                 r.implementation,
                 l(r.load_before),
-                l(r.load_after)
+                l(r.load_after),
+                fmt(r.foreign_cpu_s, 1),
+                fmt(r.window_s, 0)
             ));
         }
     }
@@ -287,12 +317,7 @@ pub fn table(runs: &[RunResult], session: Option<&str>, tolerance: f64) -> Strin
                 .collect()
         };
         let (o, f) = (col(false), col(true));
-        let ratio = median(&f) / median(&o);
-        let ratio = if ratio.is_finite() {
-            format!("{ratio:.1}×")
-        } else {
-            "—".to_string()
-        };
+        let ratio = ratio_text(median(&o), median(&f));
         out.push_str(&format!(
             "| {label} | {} | {} | {ratio} |\n",
             cell(&o, decimals),
@@ -370,7 +395,12 @@ mod tests {
         let t = table(&runs, None, 1.0);
         // Only pair 1 counts: ratio 20 / 10.
         assert!(
-            t.contains("| time to all Ready (s) | 10.0 | 20.0 | 2.0× |"),
+            t.contains("| time to all Ready (s) | 10.00 | 20.00 | 2.0× |"),
+            "{t}"
+        );
+        // Neither sent a request to the target: no ratio.
+        assert!(
+            t.contains("| target requests per no-op reconcile per cluster | 0.0 | 0.0 | = |"),
             "{t}"
         );
         assert!(!t.contains("not publishable"), "{t}");
@@ -382,9 +412,11 @@ mod tests {
         let t = table(&runs, None, 1.0);
         assert!(t.contains("not publishable"), "{t}");
         assert!(
-            t.contains("| time to all Ready (s) | 10.0 | 30.0 | 3.0× |"),
+            t.contains("| time to all Ready (s) | 10.00 | 30.00 | 3.0× |"),
             "{t}"
         );
+        assert_eq!(ratio_text(0.0, 16.0), "ours 0");
+        assert_eq!(ratio_text(2.0, f64::NAN), "—");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use rflux_e2e::metrics::{self, Counts};
 use serde_json::json;
 
 use crate::kubectl::install_crds;
-use crate::procs::{Controllers, loadavg, log, start_controllers};
+use crate::procs::{Controllers, loadavg, log, machine_busy_ticks, pid_ticks, start_controllers};
 use crate::report::RunResult;
 use crate::watch::KsWatch;
 use crate::workload::{self, HUB_NS, OBJECTS_PER_CLUSTER};
@@ -127,6 +127,17 @@ async fn measure(
     ));
 
     let mut ks_watch = KsWatch::start(&hc, HUB_NS);
+    // The benchmark's own processes: both control planes and this harness (the controllers
+    // are added at the end: they start after this reading).
+    let own_pids: Vec<u32> = [hub, target]
+        .iter()
+        .flat_map(|cp| cp.state().processes.iter().map(|p| p.pid))
+        .chain([std::process::id()])
+        .collect();
+    let own_ticks = |pids: &[u32]| pids.iter().map(|p| pid_ticks(*p)).sum::<u64>();
+    let busy0 = machine_busy_ticks();
+    let window = Instant::now();
+    let own0 = own_ticks(&own_pids);
     result.load_before = loadavg();
     let mut ctl = start_controllers(
         imp.flux,
@@ -139,6 +150,12 @@ async fn measure(
     let phases = phases(s, &hc, &tc, &mut ctl, &mut ks_watch, &names, result).await;
     result.kc_peak_rss_kib = ctl.kc.mem_kib("VmHWM");
     result.load_after = loadavg();
+    let own1 = own_ticks(&own_pids) + pid_ticks(ctl.kc.pid()) + pid_ticks(ctl.sc.pid());
+    if let (Some(b0), Some(b1)) = (busy0, machine_busy_ticks()) {
+        let foreign = b1.saturating_sub(b0) as f64 - own1.saturating_sub(own0) as f64;
+        result.foreign_cpu_s = foreign.max(0.0) / 100.0;
+        result.window_s = window.elapsed().as_secs_f64();
+    }
     let alive = ctl.kc.check_alive().and(ctl.sc.check_alive());
     drop(ctl);
     phases?;

@@ -83,22 +83,25 @@ impl KsWatch {
         pred: impl Fn(&KsState) -> bool,
     ) -> anyhow::Result<Instant> {
         let done = |m: &States| names.iter().all(|n| m.get(n).is_some_and(&pred));
-        let res = tokio::time::timeout(timeout, self.rx.wait_for(done)).await;
-        match res {
-            Ok(r) => {
+        {
+            let res = tokio::time::timeout(timeout, self.rx.wait_for(done)).await;
+            if let Ok(r) = res {
                 r.context("the Kustomization watch ended")?;
-                Ok(Instant::now())
-            }
-            Err(_) => {
-                let m = self.rx.borrow();
-                let missing = names.iter().filter(|n| !m.get(*n).is_some_and(&pred));
-                let count = missing.clone().count();
-                let first = missing
-                    .take(1)
-                    .map(|n| format!("{n}: {:?}", m.get(n)))
-                    .collect::<String>();
-                anyhow::bail!("timed out waiting for {what}: {count} not there, e.g. {first}")
+                return Ok(Instant::now());
             }
         }
+        let m = self.rx.borrow();
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !m.get(*n).is_some_and(&pred))
+            .collect();
+        let first = missing
+            .first()
+            .map(|n| format!("{n}: {:?}", m.get(*n)))
+            .unwrap_or_default();
+        anyhow::bail!(
+            "timed out waiting for {what}: {} not there, e.g. {first}",
+            missing.len()
+        )
     }
 }
