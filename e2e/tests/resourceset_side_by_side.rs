@@ -83,15 +83,13 @@ const CASES: &[&str] = &[
 const WITHOUT_CRDS: &str = "e1-inline-inputs";
 
 /// Differences we know of: `(case or "*", prefix of the difference line, cause)`.
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "noinputs-no-exclusion",
-        "status: /inventory/entries",
-        "flux-operator adds one inventory entry per applied change-set entry, so an object built \
+const KNOWN: &[(&str, &str, &str)] = &[(
+    "noinputs-no-exclusion",
+    "status: /inventory/entries",
+    "flux-operator adds one inventory entry per applied change-set entry, so an object built \
          twice (input-less `resources[]` are not de-duplicated) is listed twice; ours lists each \
          object once (rflux_ssa::inventory_of)",
-    ),
-];
+)];
 
 /// Which controller a phase runs.
 enum Runner {

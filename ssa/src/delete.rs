@@ -44,7 +44,13 @@ async fn delete_one(
         let live = match api.get_opt(&obj.name).await {
             Ok(None) => return Ok(Action::Deleted),
             Ok(Some(live)) => live,
-            Err(e) => return Err(format!("{} query failed: {}", obj.subject(), error_text(&e))),
+            Err(e) => {
+                return Err(format!(
+                    "{} query failed: {}",
+                    obj.subject(),
+                    error_text(&e)
+                ));
+            }
         };
         let value = serde_json::to_value(&live).unwrap_or(Value::Null);
         if !may_delete(&value, owner) {
@@ -63,7 +69,13 @@ async fn delete_one(
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::Deleted),
             // The precondition failed: the object changed since it was read.
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(format!("{} delete failed: {}", obj.subject(), error_text(&e))),
+            Err(e) => {
+                return Err(format!(
+                    "{} delete failed: {}",
+                    obj.subject(),
+                    error_text(&e)
+                ));
+            }
         }
     }
     Err(format!(

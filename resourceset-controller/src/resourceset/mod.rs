@@ -15,6 +15,7 @@
 
 pub(crate) mod context;
 pub mod info;
+mod outcome;
 mod pipeline;
 pub mod prepare;
 mod provider_labels;
@@ -48,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use context::{Context, owner_of};
 use context::{event, patch_status};
-pub use pipeline::{Outcome, StageFailure};
+pub use outcome::{Outcome, StageFailure};
 
 /// Errors that make the runner retry with backoff (stage failures are in the status).
 #[derive(Debug, thiserror::Error)]

@@ -23,40 +23,12 @@ use rflux_ssa::{
 use serde_json::{Map, Value};
 
 use super::context::{Context, event, owner_of, patch_status};
+use super::outcome::{Outcome, StageFailure};
 use super::prepare;
 use crate::build::{self, StepObjects};
 use crate::inputs::{self, Provider};
 
 pub(super) const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
-
-/// A successful run.
-#[derive(Debug)]
-pub struct Outcome {
-    /// `lastAppliedRevision`.
-    pub revision: String,
-    /// The history metadata.
-    pub counts: BTreeMap<String, String>,
-}
-
-/// How a run failed.
-#[derive(Debug)]
-pub enum StageFailure {
-    /// A dependency is missing or not ready: retried after `--requeue-dependency`.
-    Dependency { message: String, changed: bool },
-    /// A configuration error: no retry until the object changes.
-    Stalled {
-        reason: String,
-        message: String,
-        digest: Option<String>,
-    },
-    /// Apply, garbage collection or health: retried with backoff.
-    Failed {
-        message: String,
-        digest: Option<String>,
-    },
-    /// The status could not be written.
-    Kube(kube::Error),
-}
 
 pub(super) struct Pipeline<'a> {
     ctx: &'a Context,

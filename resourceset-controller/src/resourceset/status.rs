@@ -11,7 +11,7 @@ use rflux_common::api::resourceset::{PROGRESSING_REASON, RECONCILIATION_IN_PROGR
 use rflux_common::runtime::conditions as cond;
 use rflux_common::runtime::duration::format_go_duration;
 
-use super::StageFailure;
+use super::outcome::StageFailure;
 
 /// What one reconcile adds to the history.
 #[derive(Debug, Clone, PartialEq)]
