@@ -1,6 +1,7 @@
-//! Controller processes and small host helpers, shared by the benchmark binaries that run one
-//! controller per implementation (`rflux-sops-bench`, `rflux-oci-bench`; each includes this file
-//! with `#[path]`).
+//! Controller processes and small host helpers, shared by the benchmark binaries
+//! (`rflux-sops-bench`, `rflux-oci-bench`, `rflux-remote-bench`; each includes this file with
+//! `#[path]`).
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -30,6 +31,34 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Spawns `bin` with `args` and `envs` (plus `RUNTIME_NAMESPACE=flux-system`), its output in
+    /// `log_file`, in a process group of its own.
+    pub fn spawn(
+        name: &str,
+        bin: &Path,
+        args: &[String],
+        envs: &[(&str, &std::ffi::OsStr)],
+        log_file: &Path,
+    ) -> anyhow::Result<Proc> {
+        use std::os::unix::process::CommandExt as _;
+        let log = std::fs::File::create(log_file)?;
+        let child = Command::new(bin)
+            .args(args)
+            .env("RUNTIME_NAMESPACE", "flux-system")
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Proc {
+            name: name.to_string(),
+            child,
+        })
+    }
+
+    /// Starts `bin` with free metrics and health ports; returns the health port too.
     pub fn start(
         name: &str,
         bin: &Path,
@@ -37,28 +66,31 @@ impl Proc {
         kubeconfig: &Path,
         logs: &Path,
     ) -> anyhow::Result<(Proc, u16)> {
-        use std::os::unix::process::CommandExt as _;
         let [metrics_port, health] = free_ports::<2>()?;
-        let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
-        let child = Command::new(bin)
-            .args(args)
-            .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
-            .arg(format!("--health-addr=127.0.0.1:{health}"))
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUNTIME_NAMESPACE", "flux-system")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok((
-            Proc {
-                name: name.to_string(),
-                child,
-            },
-            health,
-        ))
+        let mut all = args.to_vec();
+        all.push(format!("--metrics-addr=127.0.0.1:{metrics_port}"));
+        all.push(format!("--health-addr=127.0.0.1:{health}"));
+        let proc = Proc::spawn(
+            name,
+            bin,
+            &all,
+            &[("KUBECONFIG", kubeconfig.as_os_str())],
+            &logs.join(format!("{name}.log")),
+        )?;
+        Ok((proc, health))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A `/proc/<pid>/status` memory field (`VmRSS`, `VmHWM`) in KiB (NaN when unreadable).
+    pub fn mem_kib(&self, field: &str) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| metrics::status_kib(&s, field))
+            .map_or(f64::NAN, |k| k as f64)
     }
 
     /// CPU seconds used so far (user + system).
@@ -71,10 +103,7 @@ impl Proc {
 
     /// Peak resident set (`VmHWM`), MiB.
     pub fn peak_rss_mib(&self) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .ok()
-            .and_then(|s| metrics::status_kib(&s, "VmHWM"))
-            .map_or(f64::NAN, |k| k as f64 / 1024.0)
+        self.mem_kib("VmHWM") / 1024.0
     }
 
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
@@ -90,7 +119,7 @@ impl Drop for Proc {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        for _ in 0..100 {
+        for _ in 0..150 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;
             }

@@ -22,6 +22,8 @@
 //! `--out` with the load average before and after it, and the table pairs the runs of a
 //! repetition, refusing a pair whose load differs by more than `--load-tolerance`.
 
+#[path = "../../ctlproc.rs"]
+mod ctlproc;
 #[path = "../../kubectl.rs"]
 mod kubectl;
 mod procs;

@@ -2,19 +2,12 @@
 //! readings: CPU time and memory from `/proc`, the load average.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use rflux_e2e::{free_ports, metrics};
 
-pub fn log(msg: impl AsRef<str>) {
-    eprintln!(
-        "[{}] {}",
-        jiff::Timestamp::now().strftime("%H:%M:%S"),
-        msg.as_ref()
-    );
-}
+pub use crate::ctlproc::{Proc, log};
 
 /// The load averages (1, 5, 15 min) from `/proc/loadavg`; -1 when unreadable.
 pub fn loadavg() -> [f64; 3] {
@@ -45,57 +38,6 @@ pub fn pid_ticks(pid: u32) -> u64 {
         .ok()
         .and_then(|s| metrics::cpu_ticks_from_stat(&s))
         .unwrap_or(0)
-}
-
-/// One controller process; SIGTERM (then SIGKILL after 15 s) when dropped.
-pub struct Proc {
-    name: String,
-    child: Child,
-}
-
-impl Proc {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// CPU seconds used so far (user + system; 100 ticks per second).
-    pub fn cpu_secs(&self) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
-            .ok()
-            .and_then(|s| metrics::cpu_ticks_from_stat(&s))
-            .map_or(f64::NAN, |t| t as f64 / 100.0)
-    }
-
-    /// A `/proc/<pid>/status` memory field (`VmRSS`, `VmHWM`) in KiB.
-    pub fn mem_kib(&self, field: &str) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .ok()
-            .and_then(|s| metrics::status_kib(&s, field))
-            .map_or(f64::NAN, |k| k as f64)
-    }
-
-    pub fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Ok(Some(st)) = self.child.try_wait() {
-            bail!("{} exited with {st} (see its log)", self.name);
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status();
-        for _ in 0..150 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The two controllers of one implementation on the hub.
@@ -136,25 +78,18 @@ pub async fn start_controllers(
     ]);
     let kc_args = common(km, kh);
     let spawn = |name: &str, args: &[String]| -> anyhow::Result<Proc> {
-        use std::os::unix::process::CommandExt as _;
         let bin = bin_dir.join(format!("{prefix}{name}"));
-        let out = std::fs::File::create(dir.join(format!("{name}.log")))?;
         log(format!("starting {} {}", bin.display(), args.join(" ")));
-        let child = Command::new(&bin)
-            .args(args)
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUNTIME_NAMESPACE", "flux-system")
-            .env("TMPDIR", &tmp)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Proc {
-            name: name.to_string(),
-            child,
-        })
+        Proc::spawn(
+            name,
+            &bin,
+            args,
+            &[
+                ("KUBECONFIG", kubeconfig.as_os_str()),
+                ("TMPDIR", tmp.as_os_str()),
+            ],
+            &dir.join(format!("{name}.log")),
+        )
     };
     let sc = spawn("source-controller", &sc_args)?;
     let kc = spawn("kustomize-controller", &kc_args)?;

@@ -40,7 +40,6 @@ mod cluster;
 #[path = "../../kubectl.rs"]
 mod kubectl;
 #[path = "../../ctlproc.rs"]
-#[allow(dead_code)] // shared with rflux-oci-bench, which uses all of it
 mod procs;
 mod report;
 mod side;
