@@ -546,7 +546,7 @@ async fn failed_jobs_are_recreated_when_asked() {
     let client = cp.client().await.unwrap();
     let _crd_lock = lock_crds_and_install(&client).await;
     let ns = cp.create_namespace("rsjob").await.unwrap();
-    let rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
+    let mut rsc = ResourceSetController::start(cp, &ns, &ns, &[]).unwrap();
     let labels = rsc.labels();
     let rss: Api<ResourceSet> = Api::namespaced(client.clone(), &ns);
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
@@ -603,11 +603,15 @@ async fn failed_jobs_are_recreated_when_asked() {
         "the Job without the annotation was recreated: {seen:?}"
     );
     assert!(once.metadata.uid.is_some());
-    let rs = rss.get("jobs").await.unwrap();
-    let (status, reason, msg) = ready(&rs).unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "ReconciliationFailed"),
-        "{msg}"
-    );
+    // Each retry marks Ready Unknown while it runs: wait for the verdict of one.
+    let rs = wait_rs(
+        &rss,
+        "jobs",
+        "ReconciliationFailed",
+        &mut rsc,
+        is("False", "ReconciliationFailed"),
+    )
+    .await;
+    let (_, _, msg) = ready(&rs).unwrap();
+    assert!(msg.starts_with("reconciliation failed: "), "{msg}");
 }
