@@ -1,13 +1,16 @@
 //! What the ResourceSet stages share: the context, the owner, status and event writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Config, ResourceExt};
 use rflux_common::api::resourceset::{OWNER_GROUP, ResourceSet, ResourceSetStatus};
+use rflux_common::runtime::ClientError;
+use rflux_common::runtime::client::fenced_client;
 use rflux_common::runtime::fence::WriteFence;
 use rflux_common::runtime::{EventRecorder, EventType};
-use rflux_ssa::Owner;
+use rflux_ssa::{Owner, Resolver};
 use serde_json::json;
 
 /// What every ResourceSet reconcile shares.
@@ -31,6 +34,9 @@ pub struct Context {
     /// ResourceSet read (copy, convert, checksum) reconcile it when they change.
     pub watch_configs_label_selector: String,
     /// What each ResourceSet (namespace, name) read last, as `Kind/namespace/name`.
+    /// Resolvers (discovery cache and client) by impersonated user ("" = the controller's own
+    /// identity), kept across reconciles: discovery and the client's TLS set-up happen once.
+    pub(crate) resolvers: std::sync::Mutex<std::collections::HashMap<String, Arc<Resolver>>>,
     pub(crate) reads: std::sync::Mutex<
         std::collections::HashMap<(String, String), std::collections::BTreeSet<String>>,
     >,
@@ -49,12 +55,59 @@ impl Context {
             fence: WriteFence::open(),
             info: super::info::InfoMetric::default(),
             watch_configs_label_selector: "reconcile.fluxcd.io/watch=Enabled".into(),
+            resolvers: std::sync::Mutex::default(),
             reads: std::sync::Mutex::default(),
         }
     }
 }
 
 impl Context {
+    /// The service account `rs` acts as: `serviceAccountName`, else `--default-service-account`
+    /// (empty: the controller's own identity).
+    pub(crate) fn service_account(&self, rs: &ResourceSet) -> String {
+        rs.spec
+            .service_account_name
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| self.default_service_account.clone())
+    }
+
+    /// The resolver (and client) that acts for `rs`, impersonating its service account.
+    pub(crate) fn resolver_for(&self, rs: &ResourceSet) -> Result<Arc<Resolver>, ClientError> {
+        let sa = self.service_account(rs);
+        if sa.is_empty() {
+            return self.resolver_as("");
+        }
+        let ns = rs.namespace().unwrap_or_default();
+        self.resolver_as(&format!("system:serviceaccount:{ns}:{sa}"))
+    }
+
+    /// The resolver of the controller's own identity (providers, dependencies).
+    pub(crate) fn own_resolver(&self) -> Result<Arc<Resolver>, ClientError> {
+        self.resolver_as("")
+    }
+
+    /// The cached resolver impersonating `user` ("" = no impersonation).
+    fn resolver_as(&self, user: &str) -> Result<Arc<Resolver>, ClientError> {
+        let mut all = self
+            .resolvers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(r) = all.get(user) {
+            return Ok(r.clone());
+        }
+        let client = if user.is_empty() {
+            self.client.clone()
+        } else {
+            let mut cfg = self.config.clone();
+            cfg.auth_info.impersonate = Some(user.to_string());
+            fenced_client(cfg, &self.fence)?
+        };
+        let r = Arc::new(Resolver::new(client));
+        all.insert(user.to_string(), r.clone());
+        Ok(r)
+    }
+
     /// Records what `rs` read from the cluster (replacing the previous record).
     pub(crate) fn remember_reads(
         &self,

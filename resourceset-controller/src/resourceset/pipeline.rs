@@ -12,7 +12,6 @@ use rflux_common::api::resourceset::{
     RECONCILIATION_IN_PROGRESS_MSG, ResourceSet, ResourceSetDependency, ResourceSetStatus,
 };
 use rflux_common::api::resourcesetinputprovider::ResourceSetInputProvider;
-use rflux_common::runtime::client::fenced_client;
 use rflux_common::runtime::conditions as cond;
 use rflux_common::runtime::{EventType, parse_go_duration};
 use rflux_ssa::cel::Expression;
@@ -81,11 +80,16 @@ impl<'a> Pipeline<'a> {
         let (sets, has_providers) = self.inputs().await?;
         let steps = self.build(&sets, has_providers).await?;
         let mut steps = self.prepare(steps);
-        let client = self.client().await?;
-        self.read_cluster(&client, &mut steps).await?;
+        let resolver = self
+            .ctx
+            .resolver_for(self.rs)
+            .map_err(|e| StageFailure::Failed {
+                message: e.to_string(),
+                digest: None,
+            })?;
+        self.read_cluster(resolver.client(), &mut steps).await?;
         let revision = prepare::revision(steps.iter().flat_map(|s| &s.objects));
         let resources: usize = steps.iter().map(|s| s.objects.len()).sum();
-        let resolver = Resolver::new(client);
         let steps_count = self.rs.spec.has_steps().then_some(steps.len());
         let counts =
             super::status::counts(sets.as_ref().map_or(0, Vec::len), resources, steps_count);
@@ -134,7 +138,10 @@ impl<'a> Pipeline<'a> {
 
     /// Stage: dependsOn, read with the controller's own identity.
     async fn dependencies(&self, exprs: &[Option<Expression>]) -> Result<(), StageFailure> {
-        let resolver = Resolver::new(self.ctx.client.clone());
+        let resolver = self.ctx.own_resolver().map_err(|e| StageFailure::Failed {
+            message: e.to_string(),
+            digest: None,
+        })?;
         for (d, expr) in self.rs.spec.depends_on().iter().zip(exprs) {
             if let Err(message) = dependency_ready(&resolver, d, expr.as_ref()).await {
                 let message = format!("Retrying dependency check: {message}");
@@ -306,27 +313,6 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
-    /// The client that applies: impersonating `serviceAccountName` (or the default one).
-    async fn client(&self) -> Result<Client, StageFailure> {
-        let ns = self.rs.namespace().unwrap_or_default();
-        let sa = self
-            .rs
-            .spec
-            .service_account_name
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| self.ctx.default_service_account.clone());
-        if sa.is_empty() {
-            return Ok(self.ctx.client.clone());
-        }
-        let mut cfg = self.ctx.config.clone();
-        cfg.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{sa}"));
-        fenced_client(cfg, &self.ctx.fence).map_err(|e| StageFailure::Failed {
-            message: e.to_string(),
-            digest: None,
-        })
-    }
-
     /// Stage: apply step by step; each step but the last is waited for before the next.
     async fn apply(
         &mut self,
@@ -478,31 +464,21 @@ pub(super) async fn finalize(ctx: &Context, rs: &ResourceSet) {
         return;
     }
     let ns = rs.namespace().unwrap_or_default();
-    let sa = rs
-        .spec
-        .service_account_name
-        .clone()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| ctx.default_service_account.clone());
-    let client = if sa.is_empty() {
-        ctx.client.clone()
-    } else {
+    let sa = ctx.service_account(rs);
+    if !sa.is_empty() {
         let sas: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &ns);
         if !matches!(sas.get_opt(&sa).await, Ok(Some(_))) {
             tracing::info!(sa, "service account not found, skipping the uninstall");
             return;
         }
-        let mut cfg = ctx.config.clone();
-        cfg.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{sa}"));
-        match fenced_client(cfg, &ctx.fence) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "uninstall skipped");
-                return;
-            }
+    }
+    let resolver = match ctx.resolver_for(rs) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "uninstall skipped");
+            return;
         }
     };
-    let resolver = Resolver::new(client);
     let owner = owner_of(rs);
     let (first, rest): (Vec<ObjectRef>, Vec<ObjectRef>) = refs.into_iter().partition(|o| {
         o.group == "kustomize.toolkit.fluxcd.io" || o.group == "helm.toolkit.fluxcd.io"
