@@ -62,6 +62,21 @@ pub struct Live {
     /// The object carries what an apply cleans up first (kubectl's annotation, or fields of
     /// kubectl-like managers to take over): it always takes the full path.
     pub dirty: bool,
+    /// Hashes of the resourceVersions the watch delivered before `rv`, newest first (0: none).
+    /// A write whose echo the watch delivered before the write was recorded, followed by newer
+    /// events (the controller-manager's status updates), is recognised by them.
+    pub earlier: [u64; EARLIER],
+}
+
+/// How many earlier resourceVersions of an object are remembered (see [`Live::earlier`]).
+pub const EARLIER: usize = 8;
+
+fn rv_hash(rv: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    rv.hash(&mut h);
+    // 0 marks an empty slot.
+    h.finish().max(1)
 }
 
 impl Live {
@@ -78,7 +93,26 @@ impl Live {
             message: (health.status != Status::Current).then(|| health.message.into()),
             status: health.status,
             dirty: needs_cleanup(obj, manager, override_managers),
+            earlier: [0; EARLIER],
         }
+    }
+
+    /// Whether the watch delivered `rv` as this state or one of the few before it.
+    pub fn delivered(&self, rv: &str) -> bool {
+        *self.rv == *rv || {
+            let h = rv_hash(rv);
+            self.earlier.contains(&h)
+        }
+    }
+
+    /// Takes over `previous`'s history, as the state the watch delivered after it.
+    fn follow(&mut self, previous: &Live) {
+        if previous.rv == self.rv {
+            self.earlier = previous.earlier;
+            return;
+        }
+        self.earlier[0] = rv_hash(&previous.rv);
+        self.earlier[1..].copy_from_slice(&previous.earlier[..EARLIER - 1]);
     }
 }
 
@@ -91,7 +125,14 @@ pub struct Record {
     pub rv: Box<str>,
     /// The resourceVersion of this controller's own write, until its watch delivers it.
     pub awaiting: Option<Box<str>>,
+    /// When the write was recorded: after [`ECHO_LIMIT`] without its echo, events are taken
+    /// again (the echo passed unnoticed; a stale view costs at most one extra reconcile, never
+    /// a health check stuck on Unknown).
+    pub since: Instant,
 }
+
+/// How long the echo of a write is awaited before the watch's events are trusted again.
+pub const ECHO_LIMIT: Duration = Duration::from_secs(10);
 
 /// Whether a live state differs from what was recorded by someone else's write: deleted, or a
 /// later resourceVersion whose fingerprint differs (or that kubectl-like managers touched).
@@ -166,7 +207,9 @@ impl State {
         seen: Live,
         wrote: bool,
     ) -> bool {
-        let echoed = self.live.get(&key).is_some_and(|l| l.rv == seen.rv);
+        // The watch may already have delivered the write, and even newer events after it.
+        let echoed = self.live.get(&key).is_some_and(|l| l.delivered(&seen.rv));
+        let newer = echoed && self.live.get(&key).is_some_and(|l| l.rv != seen.rv);
         let awaiting = (wrote && !echoed).then(|| seen.rv.clone());
         let record = Record {
             owner: owner.clone(),
@@ -174,10 +217,16 @@ impl State {
             fp: seen.fp,
             rv: seen.rv.clone(),
             awaiting,
+            since: Instant::now(),
         };
-        // A write is the newest state known until its echo. A read (verified, nothing
-        // written) may be older or newer than the watch's view: the watch keeps its own.
-        if wrote || !self.live.contains_key(&key) {
+        // A write is the newest state known until its echo (unless the watch already has a
+        // newer one). A read (verified, nothing written) may be older or newer than the watch's
+        // view: the watch keeps its own.
+        if (wrote && !newer) || !self.live.contains_key(&key) {
+            let mut seen = seen;
+            if let Some(previous) = self.live.get(&key) {
+                seen.follow(previous);
+            }
             self.live.insert(key.clone(), seen);
         }
         self.records.insert(key.clone(), record);
@@ -193,11 +242,11 @@ impl State {
     /// A watch saw `key` as `seen`. Returns the owner whose object drifted (to reconcile, if not
     /// busy), `Some(None)` when the object is recorded but did not drift, `None` when the event
     /// was older than our own write (ignored) or the object is not recorded.
-    pub fn observe(&mut self, key: &Key, seen: Live, how: Seen) -> Observed {
+    pub fn observe(&mut self, key: &Key, mut seen: Live, how: Seen) -> Observed {
         if let Some(rec) = self.records.get_mut(key)
             && let Some(want) = rec.awaiting.as_deref()
         {
-            if how == Seen::Event && *want != *seen.rv {
+            if how == Seen::Event && *want != *seen.rv && rec.since.elapsed() < ECHO_LIMIT {
                 return Observed::Stale;
             }
             rec.awaiting = None;
@@ -206,6 +255,9 @@ impl State {
             .records
             .get(key)
             .map(|rec| (rec.owner.clone(), drifted(rec, Some(&seen))));
+        if let Some(previous) = self.live.get(key) {
+            seen.follow(previous);
+        }
         self.live.insert(key.clone(), seen);
         match drift {
             None => Observed::Untracked,
@@ -276,6 +328,7 @@ mod tests {
             status: Status::Current,
             message: None,
             dirty: false,
+            earlier: [0; EARLIER],
         }
     }
 
@@ -297,6 +350,7 @@ mod tests {
             fp: 10,
             rv: "100".into(),
             awaiting: None,
+            since: Instant::now(),
         };
         assert!(!drifted(&rec, Some(&live("100", 10))));
         assert!(!drifted(&rec, Some(&live("150", 10))), "status-only change");
@@ -340,6 +394,54 @@ mod tests {
             st.observe(&key(), live("10", 4), Seen::Event),
             Observed::Drifted(owner())
         );
+    }
+
+    /// The watch delivered our write and then the controller-manager's status updates before
+    /// the write was recorded (a loaded controller): the write counts as seen, the newer state
+    /// is kept, and health is judged from it. Before, the record awaited an echo that had
+    /// already passed, and every later event was dropped as older than it: a `wait: true`
+    /// Kustomization timed out on a Deployment that was long Available.
+    #[test]
+    fn a_write_echoed_before_it_was_recorded_is_not_awaited() {
+        let mut st = State::default();
+        st.kinds.insert(key().kind(), true);
+        st.observe(&key(), live("5", 1), Seen::Relist);
+        // Our apply returns 9; the watch delivers 9, 10 and 11 before we record it.
+        for rv in ["9", "10", "11"] {
+            st.observe(&key(), live(rv, 2), Seen::Event);
+        }
+        assert!(!st.record(key(), &owner(), 7, live("9", 2), true));
+        assert!(st.records[&key()].awaiting.is_none());
+        assert_eq!(st.live[&key()].rv.as_ref(), "11", "the newer state is kept");
+        assert!(st.seen_after_record(&key()).is_some());
+        // Later events are taken as they come.
+        assert_eq!(
+            st.observe(&key(), live("12", 2), Seen::Event),
+            Observed::Same(owner())
+        );
+        // The history is bounded: a write delivered longer ago than that is awaited, until
+        // ECHO_LIMIT has passed; then the next event is taken.
+        let mut st = State::default();
+        st.kinds.insert(key().kind(), true);
+        for n in 0..(EARLIER + 2) {
+            st.observe(&key(), live(&format!("{}", 20 + n), 2), Seen::Event);
+        }
+        st.record(key(), &owner(), 7, live("20", 2), true);
+        assert!(st.records[&key()].awaiting.is_some());
+        assert_eq!(
+            st.observe(&key(), live("30", 2), Seen::Event),
+            Observed::Stale
+        );
+        if let Some(rec) = st.records.get_mut(&key())
+            && let Some(earlier) = rec.since.checked_sub(ECHO_LIMIT)
+        {
+            rec.since = earlier;
+        }
+        assert_eq!(
+            st.observe(&key(), live("31", 2), Seen::Event),
+            Observed::Same(owner())
+        );
+        assert!(st.seen_after_record(&key()).is_some());
     }
 
     /// After an etcd restore the relist carries lower resourceVersions: they are taken, and a
