@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Fleet benchmark (issue 8): our controllers and Flux's, side by side, one after the other, each
-# on a fresh named control plane. Prints "figure | ours | Flux | ratio" tables; docs/benchmarks.md
-# explains the workload and the figures.
+# Fleet benchmark (issues 8 and 20): our controllers, Flux's and the apiserver floor (a minimal
+# client that sends only the requests any implementation must send: bench/src/floor.rs), each on a
+# fresh named control plane. Repetitions interleave the implementations (ours, Flux, floor, ours,
+# Flux, floor, …); every run records the load average before and after it, and the table refuses a
+# repetition whose runs' loads differ by more than FLEET_LOAD_TOLERANCE. Prints
+# "figure | ours | Flux | floor | ratios" with medians and spreads; docs/benchmarks.md explains the
+# workload and the figures.
 #
 #   scripts/bench-fleet.sh [N ...]          # default N: 100
 #
 # Environment knobs:
 #   FLEET_PROFILES   equal and/or best (default "equal best")
 #   FLEET_VARIANTS   a (one GitRepository per Kustomization) and/or b (one shared) (default "a")
-#   FLEET_IMPLS      ours and/or flux (default "ours flux")
+#   FLEET_IMPLS      ours, flux and/or floor (default "ours flux floor")
+#   FLEET_REPS       repetitions of each N (default 3)
+#   FLEET_LOAD_TOLERANCE  refuse a repetition whose 1-min loads differ by more (default 1.0)
 #   FLEET_PHASES     phases of the equal profile (default api,fleet,idle,change,drift)
 #   FLEET_BEST_PHASES phases of the best profile (default fleet,change)
 #   FLEET_IDLE_SECS  idle CPU window (default 120)
@@ -29,7 +35,9 @@ flux_src=${RFLUX_FLUX_SRC:-$HOME/.cache/gitops-e2e/flux-src}
 sizes=${*:-100}
 profiles=${FLEET_PROFILES:-equal best}
 variants=${FLEET_VARIANTS:-a}
-impls=${FLEET_IMPLS:-ours flux}
+impls=${FLEET_IMPLS:-ours flux floor}
+reps=${FLEET_REPS:-3}
+session=$(date -u +%Y%m%dT%H%M%SZ)
 phases=${FLEET_PHASES:-api,fleet,idle,change,drift}
 best_phases=${FLEET_BEST_PHASES:-fleet,change}
 idle=${FLEET_IDLE_SECS:-120}
@@ -73,26 +81,29 @@ for n in $sizes; do
   for variant in $variants; do
     for profile in $profiles; do
       ph=$phases; [[ $profile == best ]] && ph=$best_phases
+      for rep in $(seq 1 "$reps"); do
       for impl in $impls; do
         flags "$impl" "$profile"
-        if [[ $impl == ours ]]; then
+        if [[ $impl == ours || $impl == floor ]]; then
           bin="${ours_bin:-$target/release}" crds=(manifests/crds/gitrepositories.yaml manifests/crds/ocirepositories.yaml manifests/crds/kustomizations.yaml manifests/crds/resourcesets.yaml manifests/crds/resourcesetinputproviders.yaml)
         else
           bin="$flux_bin" crds=("${flux_crds[@]}")
         fi
         perf=(); [[ $impl == ours && ${FLEET_PERF:-0} == 1 ]] && perf=(--perf)
-        echo "==> $impl, N=$n, variant $variant, $profile settings"
+        echo "==> $impl, N=$n, variant $variant, $profile settings, repetition $rep of $reps (load $(cut -d' ' -f1 /proc/loadavg))"
         "$fleet" run --implementation "$impl" --bin-dir "$bin" --crds "${crds[@]}" \
           --n "$n" --variant "$variant" --profile "$profile" --concurrent "$concurrent" \
           --sc-args="$sc_args" --kc-args="$kc_args" --phases "$ph" --idle-secs "$idle" \
-          --work-dir "$out_dir" --out "$results" "${perf[@]}" || echo "run failed: $impl N=$n $variant $profile"
+          --session "$session" --rep "$rep" \
+          --work-dir "$out_dir" --out "$results" "${perf[@]}" || echo "run failed: $impl N=$n $variant $profile rep $rep"
+      done
       done
     done
   done
 done
 
 echo "# Fleet benchmark (results: $results)" | tee "$out_dir/fleet.md"
-"$fleet" table "$results" | tee -a "$out_dir/fleet.md"
+"$fleet" table --load-tolerance "${FLEET_LOAD_TOLERANCE:-1.0}" "$results" | tee -a "$out_dir/fleet.md"
 if [[ ${FLEET_PLOT:-0} == 1 ]]; then
   scripts/plot-fleet.py "$results" "$out_dir/fleet.png"
 fi

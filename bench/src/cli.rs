@@ -24,6 +24,10 @@ pub enum Cmd {
     Table {
         /// JSON-lines files written by `run`.
         files: Vec<PathBuf>,
+        /// Refuse a repetition whose runs' 1-minute load average (before or after) differs by
+        /// more than this.
+        #[arg(long, default_value_t = 1.0)]
+        load_tolerance: f64,
     },
 }
 
@@ -31,6 +35,8 @@ pub enum Cmd {
 pub enum Implementation {
     Ours,
     Flux,
+    /// The apiserver floor (`floor.rs`): no controllers, only the requests any must send.
+    Floor,
 }
 
 impl Implementation {
@@ -38,13 +44,16 @@ impl Implementation {
         match self {
             Implementation::Ours => "ours",
             Implementation::Flux => "flux",
+            Implementation::Floor => "floor",
         }
     }
 
     pub fn binaries(self) -> (&'static str, &'static str) {
         match self {
             Implementation::Ours => ("source-controller", "kustomize-controller"),
-            Implementation::Flux => ("flux-source-controller", "flux-kustomize-controller"),
+            Implementation::Flux | Implementation::Floor => {
+                ("flux-source-controller", "flux-kustomize-controller")
+            }
         }
     }
 }
@@ -110,6 +119,12 @@ pub struct RunArgs {
     /// Record a CPU profile of kustomize-controller during the fleet phase (`perf record`).
     #[arg(long)]
     pub perf: bool,
+    /// Repetition number (the table pairs the implementations' runs of one repetition).
+    #[arg(long, default_value_t = 0)]
+    pub rep: usize,
+    /// Session label (the table reports the latest session of each N, variant and settings).
+    #[arg(long, default_value = "")]
+    pub session: String,
 }
 
 pub fn cp_name(args: &RunArgs) -> String {

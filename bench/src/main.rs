@@ -2,7 +2,7 @@
 //! by side.
 //!
 //! ```text
-//! rflux-fleet run --implementation ours|flux --bin-dir DIR --crds FILE_OR_DIR... --n 100 \
+//! rflux-fleet run --implementation ours|flux|floor --bin-dir DIR --crds FILE_OR_DIR... --n 100 \
 //!     [--variant a|b] [--profile equal] [--concurrent 4] [--sc-args "..."] [--kc-args "..."] \
 //!     [--phases api,fleet,idle,change,drift] --out results.jsonl
 //! rflux-fleet table results.jsonl            # markdown: figure | ours | Flux | ratio
@@ -16,10 +16,12 @@
 mod cli;
 mod cluster;
 mod fixtures;
+mod floor;
 mod kubectl;
 mod phases;
 mod procs;
 mod report;
+mod stats;
 mod util;
 mod watch;
 
@@ -44,7 +46,10 @@ async fn main() -> std::process::ExitCode {
 
 async fn run_cli(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Cmd::Table { files } => {
+        Cmd::Table {
+            files,
+            load_tolerance,
+        } => {
             let mut all = Vec::new();
             for f in files {
                 let text = std::fs::read_to_string(&f)
@@ -54,7 +59,7 @@ async fn run_cli(cli: Cli) -> anyhow::Result<()> {
                         .with_context(|| format!("parsing {}", f.display()))?,
                 );
             }
-            println!("{}", report::table(&all));
+            println!("{}", report::table(&all, load_tolerance));
             Ok(())
         }
         Cmd::Run(args) => {
@@ -81,7 +86,10 @@ async fn run_cli(cli: Cli) -> anyhow::Result<()> {
                 .open(&args.out)
                 .with_context(|| format!("opening {}", args.out.display()))?;
             writeln!(f, "{line}")?;
-            println!("{}", report::table(std::slice::from_ref(&result)));
+            println!(
+                "{}",
+                report::table(std::slice::from_ref(&result), f64::INFINITY)
+            );
             Ok(())
         }
     }

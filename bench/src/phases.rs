@@ -11,9 +11,10 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use rflux_e2e::{ControlPlane, GitServer, TestRepo, metrics};
 use serde_json::{Value, json};
 
-use crate::cli::{RunArgs, cp_name};
+use crate::cli::{Implementation, RunArgs, cp_name};
 use crate::cluster::{REQUESTED_AT, apply_all, kubectl, push_rev, request_reconcile, scrape};
 use crate::fixtures::{self, BIG_NS, FLEET_NS, Variant};
+use crate::floor::Floor;
 use crate::procs::{Controllers, load_average, register_pid, start_controllers};
 use crate::report::{Pair, RunResult};
 use crate::util::{log, percentile};
@@ -45,8 +46,11 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<RunResult> {
         n: args.n,
         concurrent: args.concurrent,
         extra_args: (args.sc_args.clone(), args.kc_args.clone()),
+        session: args.session.clone(),
+        rep: args.rep,
         ..Default::default()
     };
+    let load_before = load1();
 
     log(format!("starting a fresh control plane {cp_name:?}"));
     tokio::task::spawn_blocking(rflux_e2e::ensure_binaries).await??;
@@ -65,6 +69,17 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<RunResult> {
         }
         let client = cp.client().await?;
         let tracker = Tracker::start(client.clone());
+        if args.implementation == Implementation::Floor {
+            // No controllers: the floor sends the fleet's requests itself (fleet phase only).
+            let rev1 = fixtures::branch_revision(&sha1);
+            let floor = Floor::start(client.clone(), args.concurrent, rev1.clone(), &dir)?;
+            let burst = fleet_burst(args, &client, &tracker, &url, &rev1, &mut result).await;
+            floor.stop();
+            if let Err(e) = &burst {
+                result.notes.push(format!("aborted: {e:#}"));
+            }
+            return Ok(());
+        }
         let mut ctl = start_controllers(args, &kubeconfig, &dir).await?;
         let phases = run_phases(
             args,
@@ -97,7 +112,15 @@ pub async fn run(args: &RunArgs) -> anyhow::Result<RunResult> {
         tokio::task::spawn_blocking(move || ControlPlane::stop(&name)).await??;
     }
     outcome?;
+    if let (Some(before), Some(after)) = (load_before, load1()) {
+        result.load = Some((before, after));
+    }
     Ok(result)
+}
+
+/// The 1-minute load average.
+fn load1() -> Option<f64> {
+    load_average().parse().ok()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -123,7 +146,6 @@ async fn run_phases(
     }
 
     if want("fleet") {
-        let objs = fixtures::fleet_objects(args.variant, args.n, url);
         if args.perf {
             let data = std::path::absolute(args.work_dir.join(format!(
                 "perf-{}-n{}.data",
@@ -147,19 +169,7 @@ async fn run_phases(
         }
         let cpu0 = ctl.cpu();
         let load0 = load_average();
-        log(format!("fleet: applying {} objects", objs.len()));
-        let t0 = Instant::now();
-        apply_all(client, objs, 32).await?;
-        log(format!(
-            "fleet: burst applied in {:.1}s; waiting for {} Kustomizations",
-            t0.elapsed().as_secs_f64(),
-            args.n
-        ));
-        let (mut times, missing) = tracker
-            .wait_all(&fleet_keys, t0, timeout, |s| {
-                s.ready && s.observed_generation == s.generation && s.last_applied == rev1
-            })
-            .await;
+        let burst = fleet_burst(args, client, tracker, url, &rev1, result).await;
         ctl.stop_perf();
         ctl.check_alive()?;
         let cpu1 = ctl.cpu();
@@ -167,35 +177,14 @@ async fn run_phases(
             "machine load average (1 min) at the fleet start/end: {load0}/{}",
             load_average()
         ));
-        times.sort_by(f64::total_cmp);
-        result.fleet_not_ready = missing.len();
-        if missing.is_empty() {
-            result.fleet_secs = times.last().copied();
-        } else {
-            result.notes.push(format!(
-                "fleet: {} not Ready after {}s, e.g. {:?}",
-                missing.len(),
-                args.timeout_secs,
-                &missing[..missing.len().min(3)]
-            ));
-        }
-        result.fleet_p50_p90 = Some((percentile(&times, 0.5), percentile(&times, 0.9)));
         if let (Some(a), Some(b)) = (cpu0, cpu1) {
             result.fleet_cpu_secs = Some(Pair {
                 sc: b.sc - a.sc,
                 kc: b.kc - a.kc,
             });
         }
-        log(format!(
-            "fleet: {} Ready; all after {:?}s, p50/p90 {:?}, cpu {:?}",
-            times.len(),
-            result.fleet_secs,
-            result.fleet_p50_p90,
-            result.fleet_cpu_secs
-        ));
-        if !missing.is_empty() {
-            bail!("fleet did not become Ready");
-        }
+        log(format!("fleet: cpu {:?}", result.fleet_cpu_secs));
+        burst?;
         tokio::time::sleep(Duration::from_secs(10)).await;
         result.steady_rss_mib = ctl.mem("VmRSS");
         log(format!("steady RSS MiB: {:?}", result.steady_rss_mib));
@@ -251,6 +240,66 @@ async fn run_phases(
 
     if want("drift") && want("fleet") {
         drift_phase(args, client, tracker, result).await?;
+    }
+    Ok(())
+}
+
+/// The fleet burst: applies every GitRepository and Kustomization at once and waits until all
+/// N Kustomizations are Ready at `rev1`; records the times.
+pub(crate) async fn fleet_burst(
+    args: &RunArgs,
+    client: &Client,
+    tracker: &Tracker,
+    url: &str,
+    rev1: &str,
+    result: &mut RunResult,
+) -> anyhow::Result<()> {
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let fleet_keys: Vec<String> = (0..args.n)
+        .map(|i| format!("{FLEET_NS}/{}", fixtures::app_name(i)))
+        .collect();
+    let objs = fixtures::fleet_objects(args.variant, args.n, url);
+    log(format!("fleet: applying {} objects", objs.len()));
+    let m0 = scrape(client).await?;
+    let t0 = Instant::now();
+    apply_all(client, objs, 32).await?;
+    log(format!(
+        "fleet: burst applied in {:.1}s; waiting for {} Kustomizations",
+        t0.elapsed().as_secs_f64(),
+        args.n
+    ));
+    let (mut times, missing) = tracker
+        .wait_all(&fleet_keys, t0, timeout, |s| {
+            s.ready && s.observed_generation == s.generation && s.last_applied == rev1
+        })
+        .await;
+    times.sort_by(f64::total_cmp);
+    result.fleet_not_ready = missing.len();
+    if missing.is_empty() {
+        result.fleet_secs = times.last().copied();
+    } else {
+        result.notes.push(format!(
+            "fleet: {} not Ready after {}s, e.g. {:?}",
+            missing.len(),
+            args.timeout_secs,
+            &missing[..missing.len().min(3)]
+        ));
+    }
+    result.fleet_p50_p90 = Some((percentile(&times, 0.5), percentile(&times, 0.9)));
+    if missing.is_empty() {
+        // Requests that trail the last Ready (events, late status writes) are counted too.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let m1 = scrape(client).await?;
+        result.fleet_requests = crate::report::per_kustomization(&metrics::diff(&m0, &m1), args.n);
+    }
+    log(format!(
+        "fleet: {} Ready; all after {:?}s, p50/p90 {:?}",
+        times.len(),
+        result.fleet_secs,
+        result.fleet_p50_p90,
+    ));
+    if !missing.is_empty() {
+        bail!("fleet did not become Ready");
     }
     Ok(())
 }

@@ -29,6 +29,8 @@ mod kubectl;
 mod procs;
 mod report;
 mod run;
+#[path = "../../stats.rs"]
+mod stats;
 mod watch;
 mod workload;
 

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::stats::{cell, fmt, median, ratio_text};
+
 /// One run of one implementation: every figure, the conditions, the raw request counts.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunResult {
@@ -130,25 +132,6 @@ pub fn parse_results(text: &str) -> anyhow::Result<Vec<RunResult>> {
         .collect()
 }
 
-/// The median of the values (mean of the middle two for an even count); NaN for none.
-pub fn median(xs: &[f64]) -> f64 {
-    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// Minimum and maximum of the finite values.
-pub fn range(xs: &[f64]) -> (f64, f64) {
-    xs.iter()
-        .copied()
-        .filter(|x| x.is_finite())
-        .fold((f64::NAN, f64::NAN), |(lo, hi), x| (lo.min(x), hi.max(x)))
-}
-
 /// One repetition: ours and Flux's runs, and whether their conditions match.
 pub struct Pair<'a> {
     pub rep: usize,
@@ -201,43 +184,6 @@ pub fn pairs(runs: &[RunResult], tolerance: f64) -> Vec<Pair<'_>> {
             }
         })
         .collect()
-}
-
-fn fmt(x: f64, decimals: usize) -> String {
-    if x.is_finite() {
-        format!("{x:.decimals$}")
-    } else {
-        "—".to_string()
-    }
-}
-
-/// Flux ÷ ours, or what makes the ratio meaningless.
-fn ratio_text(ours: f64, flux: f64) -> String {
-    if !(ours.is_finite() && flux.is_finite()) {
-        "—".to_string()
-    } else if ours == 0.0 {
-        if flux == 0.0 {
-            "=".to_string()
-        } else {
-            "ours 0".to_string()
-        }
-    } else {
-        format!("{:.1}×", flux / ours)
-    }
-}
-
-/// A cell: `median (min–max)`.
-fn cell(xs: &[f64], decimals: usize) -> String {
-    let (lo, hi) = range(xs);
-    if xs.len() <= 1 {
-        return fmt(median(xs), decimals);
-    }
-    format!(
-        "{} ({}–{})",
-        fmt(median(xs), decimals),
-        fmt(lo, decimals),
-        fmt(hi, decimals)
-    )
 }
 
 /// The markdown report of the latest session in `runs` (or of `session`).
@@ -357,14 +303,6 @@ mod tests {
             complete: true,
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn medians_and_ranges() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&[]).is_nan());
-        assert_eq!(range(&[3.0, 1.0, f64::NAN, 2.0]), (1.0, 3.0));
     }
 
     #[test]
