@@ -38,7 +38,7 @@ use rflux_common::runtime::flags::{
     refuse_unsupported,
 };
 use rflux_common::runtime::process;
-use rflux_common::runtime::{Manager, RuntimeError, init_logging, run_controller_with};
+use rflux_common::runtime::{Manager, RuntimeError, init_logging, run_controller_sharded};
 use rflux_kustomize::{BuildOptions, LoadRestrictor};
 
 const CONTROLLER_NAME: &str = "kustomize-controller";
@@ -323,7 +323,9 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 mgr.watch_api::<PartialObjectMeta<Secret>>(),
                 flags.watch_configs_label_selector.clone(),
             );
-            run_controller_with(
+            // With --auto-sharding: only the Kustomizations of the shards this replica holds.
+            let shards = mgr.shards.clone();
+            run_controller_sharded(
                 mgr.watch_api::<Kustomization>(),
                 settings,
                 controller_metrics,
@@ -332,6 +334,7 @@ async fn run(flags: KustomizeControllerFlags) -> Result<(), RuntimeError> {
                 Arc::new(ctx),
                 reconcile,
                 stop.clone(),
+                shards,
                 move |controller| {
                     let controller = if watch_configs {
                         let store = controller.store();

@@ -206,6 +206,7 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                         retry.1,
                         ctx.clone(),
                         stop.clone(),
+                        mgr.shards.clone(),
                     )
                     .await;
                     stop.cancel();
@@ -218,6 +219,7 @@ async fn run(flags: SourceControllerFlags) -> Result<(), MainError> {
                         retry,
                         ctx.clone(),
                         stop.clone(),
+                        mgr.shards.clone(),
                     )
                     .await;
                     stop.cancel();

@@ -24,6 +24,7 @@ use super::conditions::RECONCILE_REQUESTED_AT_ANNOTATION;
 use super::jitter::RetryBackoff;
 use super::logging::{new_reconcile_id, reconcile_span};
 use super::metrics::{ControllerMetrics, ReconcileResult};
+use super::sharding::{self, Shards};
 
 /// Flux's watch predicate as a kube-runtime predicate hash: changes when the generation or the
 /// `reconcile.fluxcd.io/requestedAt` annotation changes. Flux Operator's kinds
@@ -78,6 +79,7 @@ pub struct RunnerContext<K: Resource, Ctx> {
     settings: ControllerSettings,
     metrics: ControllerMetrics,
     backoff: RetryBackoff<ObjectRef<K>>,
+    shards: Option<Shards>,
 }
 
 /// Maps a reconcile outcome to controller-runtime's `result` label.
@@ -162,6 +164,35 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    run_controller_sharded(
+        api, settings, metrics, min_retry, max_retry, ctx, reconcile, shutdown, None, configure,
+    )
+    .await;
+}
+
+/// [`run_controller_with`] with automatic sharding when `shards` is set
+/// ([`super::sharding`]): only objects of the slots this replica holds are reconciled, every
+/// object of a slot is reconciled when the slot is acquired, and a reconcile still running when
+/// its slot's lease window closes is dropped.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_controller_sharded<K, Ctx, F, Fut, E>(
+    api: Api<K>,
+    settings: ControllerSettings,
+    metrics: ControllerMetrics,
+    min_retry: std::time::Duration,
+    max_retry: std::time::Duration,
+    ctx: Arc<Ctx>,
+    reconcile: F,
+    shutdown: CancellationToken,
+    shards: Option<Shards>,
+    configure: impl FnOnce(Controller<K>) -> Controller<K>,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    F: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut wc = watcher::Config::default();
     if !settings.label_selector.trim().is_empty() {
         wc = wc.labels(settings.label_selector.trim());
@@ -174,11 +205,15 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
         .applied_objects()
         .predicate_filter(flux_predicate, Default::default());
     let concurrency = settings.concurrency.max(1);
+    let slot_triggers = shards
+        .clone()
+        .map(|sh| sharding::runner::slot_triggers(sh, reader.clone()));
     let runner_ctx = Arc::new(RunnerContext {
         inner: ctx,
         settings,
         metrics,
         backoff: RetryBackoff::new(min_retry, max_retry),
+        shards,
     });
     let reconcile = Arc::new(reconcile);
     let shutdown_fut = shutdown.clone().cancelled_owned();
@@ -186,7 +221,12 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
     // errors: the controller's extra back-off on the merged stream would pause every trigger,
     // drift and new revisions included, whenever one watch fails (16 s after a forced 410 in
     // e2e/tests/faults_apply.rs).
-    let run = configure(Controller::for_stream(stream, reader))
+    let controller = configure(Controller::for_stream(stream, reader));
+    let controller = match slot_triggers {
+        Some(t) => controller.reconcile_on(t),
+        None => controller,
+    };
+    let run = controller
         .trigger_backoff(NoTriggerBackoff)
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown_fut)
@@ -196,6 +236,15 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
                 async move {
                     let name = obj.name_any();
                     let namespace = obj.namespace().unwrap_or_default();
+                    // Sharded: only objects of a slot held now (the new owner reconciles the
+                    // others when it acquires their slot).
+                    let slot = match &rctx.shards {
+                        None => None,
+                        Some(sh) => match sh.try_start(sh.slot_of(&namespace, &name)) {
+                            Some(g) => Some(g),
+                            None => return Ok(Action::await_change()),
+                        },
+                    };
                     let span = reconcile_span(
                         &rctx.settings.name,
                         &rctx.settings.group,
@@ -207,9 +256,15 @@ pub async fn run_controller_with<K, Ctx, F, Fut, E>(
                     let guard = rctx.metrics.start();
                     let deleting = obj.meta().deletion_timestamp.is_some();
                     let oref = ObjectRef::from_obj(obj.as_ref());
-                    let res = reconcile(obj, rctx.inner.clone())
-                        .instrument(span.clone())
-                        .await;
+                    let fut = reconcile(obj, rctx.inner.clone()).instrument(span.clone());
+                    let res = match slot {
+                        None => fut.await,
+                        Some(g) => {
+                            sharding::runner::run_in_slot(g, fut)
+                                .instrument(span.clone())
+                                .await
+                        }
+                    };
                     let elapsed = guard.finish(result_label(&res));
                     let m = rctx.metrics.metrics();
                     if deleting && matches!(&res, Ok(a) if *a == Action::await_change()) {

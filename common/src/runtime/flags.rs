@@ -61,6 +61,19 @@ pub struct LeaderElectionFlags {
     pub retry_period: Duration,
 }
 
+/// Automatic sharding flags (docs/sharding.md).
+#[derive(Debug, Clone, Args)]
+pub struct ShardingFlags {
+    /// Split the objects among the replicas of this controller by a stable hash, each share
+    /// held through Leases (replaces leader election; off: unchanged behaviour).
+    #[arg(long = "auto-sharding", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false)]
+    pub auto_sharding: bool,
+    /// The number of shard slots the objects are hashed into (with `--auto-sharding`).
+    #[arg(long = "shards", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub shards: u32,
+}
+
 /// Flags shared by both controllers.
 #[derive(Debug, Clone, Args)]
 pub struct RuntimeFlags {
@@ -76,6 +89,9 @@ pub struct RuntimeFlags {
     /// Leader election.
     #[command(flatten)]
     pub leader_election: LeaderElectionFlags,
+    /// Automatic sharding.
+    #[command(flatten)]
+    pub sharding: ShardingFlags,
     /// Log verbosity.
     #[arg(long, value_enum, default_value = "info")]
     pub log_level: LogLevel,

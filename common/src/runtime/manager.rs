@@ -17,6 +17,7 @@ use super::flags::{RuntimeFlags, parse_listen_addr, runtime_namespace};
 use super::leader::{LeaderElectionConfig, LeaderElector, default_identity, lease_name};
 use super::metrics::Metrics;
 use super::server::{Readiness, bind, health_router, metrics_router, serve};
+use super::sharding::{SHARDED_CONTROLLERS, ShardConfig, ShardLoop, Shards};
 use super::shutdown::shutdown_on_signal;
 
 /// Everything a controller needs at run time.
@@ -43,6 +44,9 @@ pub struct Manager {
     /// The write fence of every client the controllers use: with leader election, writes pass
     /// only while this replica certainly holds the lease ([`super::fence`]).
     pub fence: WriteFence,
+    /// With `--auto-sharding`: the slots this replica holds (pass them to
+    /// [`super::controller::run_controller_sharded`]).
+    pub shards: Option<Shards>,
     /// The elector's own client (its Lease writes are what opens the fence).
     lease_client: Client,
 }
@@ -64,6 +68,8 @@ pub type ElectorHandle = JoinHandle<Result<(), super::leader::LeaderError>>;
 #[derive(Debug)]
 pub struct ManagerTasks {
     servers: Vec<JoinHandle<Result<(), super::server::ServerError>>>,
+    /// The shard lease loop (it releases the slots on shutdown).
+    shard_loop: Option<JoinHandle<()>>,
 }
 
 impl Manager {
@@ -84,6 +90,13 @@ impl Manager {
         flags: &RuntimeFlags,
         shutdown: CancellationToken,
     ) -> Result<(Self, ManagerTasks), RuntimeError> {
+        let sharding = flags.sharding.auto_sharding;
+        if sharding && !SHARDED_CONTROLLERS.contains(&name) {
+            return Err(RuntimeError::Controller(format!(
+                "--auto-sharding is not implemented by {name} yet (only {})",
+                SHARDED_CONTROLLERS.join(", ")
+            )));
+        }
         let metrics = Metrics::new()?;
         let readiness = Readiness::new();
         let mut servers = Vec::new();
@@ -110,7 +123,9 @@ impl Manager {
             qps: flags.kube_api_qps,
             burst: flags.kube_api_burst,
         };
-        let fence = if flags.leader_election.enable {
+        // With automatic sharding each slot lease fences its own objects' reconciles; the
+        // process-wide leader fence stays open.
+        let fence = if flags.leader_election.enable && !sharding {
             WriteFence::closed()
         } else {
             WriteFence::open()
@@ -125,6 +140,38 @@ impl Manager {
             .to_string();
         let recorder =
             EventRecorder::new(client.clone(), name, &instance).with_webhook(&flags.events_addr)?;
+        let namespace = runtime_namespace();
+        let (shards, shard_loop) = if sharding {
+            let le = &flags.leader_election;
+            let cfg = LeaderElectionConfig {
+                lease_name: String::new(),
+                namespace: namespace.clone(),
+                identity: identity.clone(),
+                lease_duration: le.lease_duration,
+                renew_deadline: le.renew_deadline,
+                retry_period: le.retry_period,
+                release_on_cancel: true,
+            };
+            cfg.validate()?;
+            let shards = Shards::new(name, flags.sharding.shards, Some(&metrics))?;
+            let lp = ShardLoop::new(
+                lease_client.clone(),
+                ShardConfig {
+                    controller: name.to_string(),
+                    namespace: namespace.clone(),
+                    identity: identity.clone(),
+                    lease_duration: le.lease_duration,
+                    renew_deadline: le.renew_deadline,
+                    retry_period: le.retry_period,
+                    drain_grace: super::controller::SHUTDOWN_DRAIN_GRACE,
+                },
+                shards.clone(),
+            );
+            let handle = tokio::spawn(lp.run(shutdown.clone()));
+            (Some(shards), Some(handle))
+        } else {
+            (None, None)
+        };
         Ok((
             Self {
                 name: name.to_string(),
@@ -133,13 +180,17 @@ impl Manager {
                 readiness,
                 shutdown,
                 flags: flags.clone(),
-                namespace: runtime_namespace(),
+                namespace,
                 recorder,
                 identity,
                 fence,
+                shards,
                 lease_client,
             },
-            ManagerTasks { servers },
+            ManagerTasks {
+                servers,
+                shard_loop,
+            },
         ))
     }
 
@@ -157,10 +208,11 @@ impl Manager {
     }
 
     /// Starts leader election when `--enable-leader-election` is set; the receiver is `true`
-    /// while leading. Without leader election it is always `true`.
+    /// while leading. Without leader election (or with `--auto-sharding`, whose slot leases
+    /// replace it) it is always `true`.
     pub fn elect(&self) -> Result<(watch::Receiver<bool>, Option<ElectorHandle>), RuntimeError> {
         let le = &self.flags.leader_election;
-        if !le.enable {
+        if !le.enable || self.shards.is_some() {
             let (tx, rx) = watch::channel(true);
             // Keep the sender alive for the life of the process so the channel stays open.
             tokio::spawn({
@@ -241,6 +293,11 @@ impl Manager {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "leader election task failed"),
             }
+        }
+        if let Some(h) = tasks.shard_loop
+            && let Err(e) = h.await
+        {
+            tracing::warn!(error = %e, "shard lease loop failed");
         }
         for s in tasks.servers {
             match s.await {

@@ -18,14 +18,17 @@ pub mod manager;
 pub mod metrics;
 pub mod process;
 pub mod server;
+pub mod sharding;
 pub mod shutdown;
 pub mod stage;
 
 pub use client::{ClientError, ClientOptions, build_clients};
-pub use controller::{ControllerSettings, flux_predicate, run_controller, run_controller_with};
+pub use controller::{
+    ControllerSettings, flux_predicate, run_controller, run_controller_sharded, run_controller_with,
+};
 pub use duration::{DurationError, format_go_duration, parse_go_duration};
 pub use events::{EventRecorder, EventType};
-pub use flags::{LeaderElectionFlags, LogEncoding, LogLevel, RuntimeFlags};
+pub use flags::{LeaderElectionFlags, LogEncoding, LogLevel, RuntimeFlags, ShardingFlags};
 pub use jitter::{RetryBackoff, backoff_delay, jittered};
 pub use leader::{LeaderElectionConfig, LeaderElector, LeaderError};
 pub use logging::init_logging;

@@ -82,6 +82,7 @@ impl OciHarness {
             (Duration::from_millis(500), Duration::from_secs(3)),
             ctx,
             stop.clone(),
+            None,
         ));
         OciHarness {
             client,

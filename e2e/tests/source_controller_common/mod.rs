@@ -221,6 +221,7 @@ impl Harness {
             opts.max_retry,
             ctx,
             stop.clone(),
+            None,
         ));
         Harness {
             client,

@@ -16,7 +16,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use rflux_common::api::gitrepository::{GitRepository, GitRepositorySpec};
 use rflux_common::runtime::CancellationToken;
-use rflux_common::runtime::controller::{ControllerSettings, run_controller_with};
+use rflux_common::runtime::controller::{ControllerSettings, run_controller_sharded};
+use rflux_common::runtime::sharding::Shards;
 use rflux_common::runtime::metrics::ControllerMetrics;
 
 use super::reconcile::{Context, reconcile};
@@ -144,7 +145,8 @@ fn map_secret(
 }
 
 /// Runs the GitRepository controller until `stop` fires. `secrets` (a metadata-only API)
-/// should have the same scope as `repos` (all namespaces, or the watched one).
+/// should have the same scope as `repos` (all namespaces, or the watched one). With `shards`
+/// (`--auto-sharding`), only the objects of the slots this replica holds are reconciled.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_gitrepository_controller(
     repos: Api<GitRepository>,
@@ -155,8 +157,9 @@ pub async fn run_gitrepository_controller(
     max_retry: Duration,
     ctx: Arc<Context>,
     stop: CancellationToken,
+    shards: Option<Shards>,
 ) {
-    run_controller_with(
+    run_controller_sharded(
         repos,
         settings,
         metrics,
@@ -165,6 +168,7 @@ pub async fn run_gitrepository_controller(
         ctx,
         reconcile,
         stop,
+        shards,
         move |controller| {
             let store = controller.store();
             // Metadata is enough: the resourceVersion changes with the data.

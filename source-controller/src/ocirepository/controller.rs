@@ -7,13 +7,15 @@ use std::time::Duration;
 use kube::api::Api;
 use rflux_common::api::ocirepository::OciRepository;
 use rflux_common::runtime::CancellationToken;
-use rflux_common::runtime::controller::{ControllerSettings, run_controller_with};
+use rflux_common::runtime::controller::{ControllerSettings, run_controller_sharded};
+use rflux_common::runtime::sharding::Shards;
 use rflux_common::runtime::metrics::ControllerMetrics;
 
 use super::reconcile::reconcile;
 use crate::source::Context;
 
-/// Runs the OCIRepository controller until `stop` fires.
+/// Runs the OCIRepository controller until `stop` fires (with `shards`: only the objects of
+/// the slots this replica holds).
 pub async fn run_ocirepository_controller(
     repos: Api<OciRepository>,
     settings: ControllerSettings,
@@ -21,8 +23,9 @@ pub async fn run_ocirepository_controller(
     retry: (Duration, Duration),
     ctx: Arc<Context>,
     stop: CancellationToken,
+    shards: Option<Shards>,
 ) {
-    run_controller_with(
+    run_controller_sharded(
         repos,
         settings,
         metrics,
@@ -31,6 +34,7 @@ pub async fn run_ocirepository_controller(
         ctx,
         reconcile,
         stop,
+        shards,
         |controller| controller,
     )
     .await;
