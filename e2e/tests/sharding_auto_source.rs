@@ -101,8 +101,8 @@ async fn sharded_source_controllers_serve_their_own_slots_and_take_over() {
         source_args: shard_flags(),
         ..Default::default()
     };
-    let mut a = Controllers::start(&cp, opts.clone()).await.unwrap();
-    let b = Controllers::start(&cp, opts).await.unwrap();
+    let mut a = Controllers::start(cp, opts.clone()).await.unwrap();
+    let b = Controllers::start(cp, opts).await.unwrap();
 
     // The second replica joins after the first took every slot: wait for the rebalance.
     let t_join = Instant::now();

@@ -4,11 +4,22 @@
 //! (`source.toolkit.fluxcd.io/revision`, `kustomize.toolkit.fluxcd.io/revision`, ...) plus every
 //! `event.toolkit.fluxcd.io/*` annotation of the object.
 //!
-//! Repeated identical events are aggregated like client-go does: the existing Event's `count`
-//! and `lastTimestamp` are patched instead of creating a new one.
+//! Events have their own budget, like client-go's recorder: they are queued (bounded, dropped
+//! and counted when full) and sent by a background task, so they never hold a reconcile; a spam
+//! filter (a token bucket per object and reason) and the aggregation of identical events (the
+//! existing Event's `count` and `lastTimestamp` are patched instead of creating a new one) run
+//! before the apiserver is asked (`events/correlator.rs`).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+pub mod correlator;
+mod webhook;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use correlator::{Correlator, Decision};
+use tokio::sync::mpsc;
+pub use webhook::{WebhookError, WebhookTarget};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -127,18 +138,48 @@ pub fn build_event(
     }
 }
 
-type AggregationKey = (String, String, String, String, String);
-/// key -> (namespace, event name, count)
-type AggregationCache = HashMap<AggregationKey, (String, String, i32)>;
+/// How many events wait for the background sender before new ones are dropped (client-go's
+/// broadcaster queue: `maxQueuedEvents`).
+pub const EVENT_QUEUE_CAPACITY: usize = 1000;
 
-/// Records events for one controller.
+/// One event waiting for the background sender.
+struct Pending {
+    involved: ObjectReference,
+    event_type: EventType,
+    reason: String,
+    message: String,
+    annotations: BTreeMap<String, String>,
+}
+
+/// The counters of a recorder (shared by its clones).
+#[derive(Debug, Default)]
+struct Counters {
+    /// Dropped because the queue was full.
+    dropped: AtomicU64,
+    /// Dropped by the spam filter.
+    filtered: AtomicU64,
+    /// Sent (created or aggregated) or failed, by the background sender.
+    handled: AtomicU64,
+    /// Enqueued.
+    queued: AtomicU64,
+}
+
+/// Records events for one controller, through client-go's spam filter and aggregation
+/// ([`correlator`]). With [`EventRecorder::with_queue`], [`EventRecorder::record`] never waits
+/// for the apiserver: events go through a bounded queue to a background sender (dropped and
+/// counted when it is full).
 #[derive(Clone)]
 pub struct EventRecorder {
     client: Client,
     controller: String,
     instance: String,
-    seen: Arc<Mutex<AggregationCache>>,
+    correlator: Arc<Mutex<Correlator>>,
     webhook: Option<Arc<WebhookTarget>>,
+    queue: Arc<OnceLock<mpsc::Sender<Pending>>>,
+    counters: Arc<Counters>,
+    dropped_metric: Option<prometheus::IntCounter>,
+    /// `Some`: events are queued for the background sender ([`EventRecorder::with_queue`]).
+    queue_capacity: Option<usize>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -152,14 +193,55 @@ impl std::fmt::Debug for EventRecorder {
 
 impl EventRecorder {
     /// New recorder; `controller` is e.g. `kustomize-controller`, `instance` the pod hostname.
+    /// Events are sent with `client`; [`EventRecorder::with_client`] gives them a client (and
+    /// a rate limiter) of their own.
     pub fn new(client: Client, controller: &str, instance: &str) -> Self {
         Self {
             client,
             controller: controller.to_string(),
             instance: instance.to_string(),
-            seen: Arc::new(Mutex::new(HashMap::new())),
+            correlator: Arc::new(Mutex::new(Correlator::default())),
             webhook: None,
+            queue: Arc::new(OnceLock::new()),
+            counters: Arc::new(Counters::default()),
+            dropped_metric: None,
+            queue_capacity: None,
         }
+    }
+
+    /// Sends the events from a bounded queue of `capacity` on a background task:
+    /// [`EventRecorder::record`] then never waits for the apiserver; when the queue is full the
+    /// event is dropped and counted ([`EventRecorder::dropped`], `gotk_events_dropped_total`).
+    /// Without it, `record` sends the event before it returns (through the same spam filter
+    /// and aggregation). Call before the first event.
+    pub fn with_queue(mut self, capacity: usize) -> Self {
+        self.queue_capacity = Some(capacity.max(1));
+        self
+    }
+
+    /// Sends the events with `client` (e.g. one with its own client-side rate limiter, so
+    /// events never take the reconciles' budget). Call before the first event.
+    pub fn with_client(mut self, client: Client) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// Registers `gotk_events_dropped_total` (events dropped because the queue was full, or
+    /// by the spam filter, by `cause`) in `registry`.
+    pub fn register_metrics(
+        mut self,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let vec = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "gotk_events_dropped_total",
+                "Kubernetes events not sent: the queue was full or the spam filter dropped them.",
+            ),
+            &["cause"],
+        )?;
+        registry.register(Box::new(vec.clone()))?;
+        self.dropped_metric = Some(vec.with_label_values(&["queue_full"]));
+        Ok(self)
     }
 
     /// Also forwards non-trace events to notification-controller (`--events-addr`, an
@@ -178,8 +260,31 @@ impl EventRecorder {
         &self.controller
     }
 
+    /// Events dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.counters.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Events dropped by the spam filter.
+    pub fn filtered(&self) -> u64 {
+        self.counters.filtered.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every event queued so far has been handled by the background sender (sent,
+    /// aggregated, filtered or failed). For tests and shutdown.
+    pub async fn flush(&self) {
+        loop {
+            let queued = self.counters.queued.load(Ordering::Acquire);
+            if self.counters.handled.load(Ordering::Acquire) >= queued {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Records an event about `obj`. `extra_annotations` (e.g. the revision) are merged with the
-    /// object's `event.toolkit.fluxcd.io/*` annotations.
+    /// object's `event.toolkit.fluxcd.io/*` annotations. Returns once the event is queued (or
+    /// dropped because the queue is full); the notification webhook is told at once, like Flux.
     pub async fn record<K>(
         &self,
         obj: &K,
@@ -216,11 +321,48 @@ impl EventRecorder {
                 }
             });
         }
-        self.record_ref(&involved, event_type, reason, message, annotations)
-            .await
+        let Some(capacity) = self.queue_capacity else {
+            return self
+                .record_ref(&involved, event_type, reason, message, annotations)
+                .await;
+        };
+        self.enqueue(
+            capacity,
+            Pending {
+                involved,
+                event_type,
+                reason: reason.to_string(),
+                message: message.to_string(),
+                annotations,
+            },
+        );
+        Ok(())
     }
 
-    /// Records an event for an object reference.
+    fn enqueue(&self, capacity: usize, pending: Pending) {
+        let tx = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(capacity);
+            // The sender's handle has no queue of its own (no cycle keeping the task alive).
+            let handle = EventRecorder {
+                queue: Arc::new(OnceLock::new()),
+                ..self.clone()
+            };
+            tokio::spawn(sender(handle, rx));
+            tx
+        });
+        self.counters.queued.fetch_add(1, Ordering::AcqRel);
+        if tx.try_send(pending).is_err() {
+            self.counters.handled.fetch_add(1, Ordering::AcqRel);
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            if let Some(m) = &self.dropped_metric {
+                m.inc();
+            }
+            tracing::debug!("event queue full: event dropped");
+        }
+    }
+
+    /// Records an event for an object reference now (not queued), through the spam filter and
+    /// the aggregation.
     pub async fn record_ref(
         &self,
         involved: &ObjectReference,
@@ -241,49 +383,64 @@ impl EventRecorder {
             now,
         );
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let key: AggregationKey = (
-            involved.uid.clone().unwrap_or_default(),
-            involved.name.clone().unwrap_or_default(),
-            reason.to_string(),
-            message.to_string(),
-            event_type.as_k8s().to_string(),
-        );
-        let previous = match self.seen.lock() {
-            Ok(m) => m.get(&key).cloned(),
-            Err(p) => p.into_inner().get(&key).cloned(),
-        };
-        if let Some((ns, name, count)) = previous {
-            let patch = serde_json::json!({
-                "count": count.saturating_add(1),
-                "lastTimestamp": event.last_timestamp,
-            });
-            let api_prev: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-            if api_prev
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .is_ok()
-            {
-                self.remember(key, ns, name, count.saturating_add(1));
+        let key = correlator::keys(involved, event_type.as_k8s(), reason, message);
+        let decision = self.correlate().observe(&key, std::time::Instant::now());
+        match decision {
+            Decision::Drop => {
+                self.counters.filtered.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(reason, "event dropped by the spam filter");
                 return Ok(());
             }
+            Decision::Patch {
+                namespace: ns,
+                name,
+                count,
+            } => {
+                let patch = serde_json::json!({
+                    "count": count,
+                    "lastTimestamp": event.last_timestamp,
+                });
+                let api_prev: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+                if api_prev
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .is_ok()
+                {
+                    self.correlate().patched(&key, count);
+                    return Ok(());
+                }
+                self.correlate().forget(&key);
+            }
+            Decision::Create => {}
         }
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let created = api.create(&PostParams::default(), &event).await?;
         let name = created.metadata.name.unwrap_or_default();
-        self.remember(key, namespace, name, 1);
+        self.correlate().created(key, namespace, name);
         Ok(())
     }
 
-    fn remember(&self, key: AggregationKey, ns: String, name: String, count: i32) {
-        let mut map = match self.seen.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        // Keep the cache bounded (client-go's LRU holds 4096 entries).
-        if map.len() >= 4096 {
-            map.clear();
+    fn correlate(&self) -> std::sync::MutexGuard<'_, Correlator> {
+        self.correlator.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The background sender: one event at a time, in order.
+async fn sender(recorder: EventRecorder, mut rx: mpsc::Receiver<Pending>) {
+    while let Some(p) = rx.recv().await {
+        if let Err(e) = recorder
+            .record_ref(
+                &p.involved,
+                p.event_type,
+                &p.reason,
+                &p.message,
+                p.annotations,
+            )
+            .await
+        {
+            tracing::warn!(error = %e, reason = %p.reason, "unable to record event");
         }
-        map.insert(key, (ns, name, count));
+        recorder.counters.handled.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -329,132 +486,83 @@ pub fn notification_payload(
     out
 }
 
-/// Errors of the notification webhook.
-#[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
-    /// The address is not an `http://host[:port][/path]` URL.
-    #[error("invalid events address {0:?}: expected http://host[:port][/path]")]
-    InvalidUrl(String),
-    /// Network failure (after retries).
-    #[error("posting event to {url}: {reason}")]
-    Post {
-        /// Target.
-        url: String,
-        /// Last failure.
-        reason: String,
-    },
-}
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
 
-/// A parsed `--events-addr`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookTarget {
-    /// Original URL.
-    pub url: String,
-    /// `host:port` to connect to.
-    pub authority: String,
-    /// Host header value.
-    pub host: String,
-    /// Request path.
-    pub path: String,
-}
-
-impl WebhookTarget {
-    /// Parses an `http://` URL (https is not supported: Flux's install uses plain HTTP in-cluster).
-    pub fn parse(url: &str) -> Result<Self, WebhookError> {
-        let rest = url
-            .trim()
-            .strip_prefix("http://")
-            .ok_or_else(|| WebhookError::InvalidUrl(url.to_string()))?;
-        let (hostport, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if hostport.is_empty() || hostport.contains('@') {
-            return Err(WebhookError::InvalidUrl(url.to_string()));
-        }
-        let invalid = || WebhookError::InvalidUrl(url.to_string());
-        let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or_else(invalid)?;
-            match after.strip_prefix(':') {
-                Some(p) => (format!("[{h}]"), p.parse::<u16>().map_err(|_| invalid())?),
-                None if after.is_empty() => (format!("[{h}]"), 80),
-                None => return Err(invalid()),
-            }
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), p.parse::<u16>().map_err(|_| invalid())?),
-                None => (hostport.to_string(), 80),
-            }
-        };
-        if host.is_empty() || host == "[]" {
-            return Err(invalid());
-        }
-        let connect = format!("{host}:{port}");
-        Ok(Self {
-            url: url.trim().to_string(),
-            authority: connect,
-            host: hostport.to_string(),
-            path: path.to_string(),
-        })
+    fn unreachable_client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        Client::try_from(config).unwrap()
     }
 
-    /// POSTs `payload`; retries connection errors and 5xx up to 4 times (1s, 2s, 4s, 8s) like
-    /// retryablehttp; 429 and other codes are final. Returns the last status code.
-    pub async fn post(&self, payload: &serde_json::Value) -> Result<u16, WebhookError> {
-        let body = payload.to_string();
-        let mut delay = std::time::Duration::from_secs(1);
-        let mut last = String::new();
-        for attempt in 0..5 {
-            if attempt > 0 {
-                tokio::time::sleep(delay).await;
-                delay *= 2;
-            }
-            match tokio::time::timeout(std::time::Duration::from_secs(5), self.post_once(&body))
+    fn object() -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("app".into()),
+                namespace: Some("apps".into()),
+                uid: Some("u1".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_without_waiting_for_the_apiserver() {
+        let recorder =
+            EventRecorder::new(unreachable_client(), "kustomize-controller", "t").with_queue(2);
+        // Nothing yields in between on this single-threaded runtime: the sender cannot run.
+        for i in 0..10 {
+            recorder
+                .record(
+                    &object(),
+                    EventType::Normal,
+                    "Progressing",
+                    &format!("m{i}"),
+                    &[],
+                )
                 .await
-            {
-                Ok(Ok(code)) if code < 500 => return Ok(code),
-                Ok(Ok(code)) => last = format!("HTTP {code}"),
-                Ok(Err(e)) => last = e.to_string(),
-                Err(_) => last = "timeout after 5s".to_string(),
-            }
+                .unwrap();
         }
-        Err(WebhookError::Post {
-            url: self.url.clone(),
-            reason: last,
-        })
+        assert_eq!(recorder.dropped(), 8);
+        // The two queued ones are handled (their sends fail: nothing listens).
+        recorder.flush().await;
+        assert_eq!(recorder.counters.handled.load(Ordering::Acquire), 10);
     }
 
-    async fn post_once(&self, body: &str) -> std::io::Result<u16> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(&self.authority).await?;
-        let req = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-            self.path,
-            self.host,
-            body.len(),
-            body
-        );
-        stream.write_all(req.as_bytes()).await?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 1024];
-        // Only the status line is needed.
-        while !buf.windows(2).any(|w| w == b"\r\n") {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            if buf.len() > 16 * 1024 {
-                break;
+    #[tokio::test]
+    async fn without_a_queue_record_sends_at_once_and_reports_the_error() {
+        let recorder = EventRecorder::new(unreachable_client(), "kustomize-controller", "t");
+        let sent = recorder
+            .record(&object(), EventType::Normal, "Progressing", "m", &[])
+            .await;
+        assert!(matches!(sent, Err(EventError::Kube(_))), "{sent:?}");
+        assert_eq!(recorder.dropped(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_spam_filter_drops_before_any_request() {
+        let recorder = EventRecorder::new(unreachable_client(), "kustomize-controller", "t");
+        let mut failed = 0;
+        for i in 0..30 {
+            if recorder
+                .record(
+                    &object(),
+                    EventType::Warning,
+                    "BuildFailed",
+                    &format!("m{i}"),
+                    &[],
+                )
+                .await
+                .is_err()
+            {
+                failed += 1;
             }
         }
-        let line = String::from_utf8_lossy(&buf);
-        line.split(' ')
-            .nth(1)
-            .and_then(|c| c.get(..3))
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::InvalidData, "bad HTTP response")
-            })
+        // 25 tried (and failed: nothing listens), 5 filtered without a request.
+        assert_eq!(failed, 25);
+        assert_eq!(recorder.filtered(), 5);
     }
 }

@@ -138,8 +138,15 @@ impl Manager {
             .split_once('_')
             .map_or(identity.as_str(), |(h, _)| h)
             .to_string();
-        let recorder =
-            EventRecorder::new(client.clone(), name, &instance).with_webhook(&flags.events_addr)?;
+        // Events go out from a bounded queue on their own task and connection (the lease
+        // client: never behind the reconciles' requests), through client-go's spam filter and
+        // aggregation; a full queue drops events (counted), never blocks a reconcile.
+        let recorder = EventRecorder::new(client.clone(), name, &instance)
+            .with_webhook(&flags.events_addr)?
+            .with_client(lease_client.clone())
+            .with_queue(super::events::EVENT_QUEUE_CAPACITY)
+            .register_metrics(metrics.registry())
+            .map_err(|e| RuntimeError::Controller(format!("registering event metrics: {e}")))?;
         let namespace = runtime_namespace();
         let (shards, shard_loop) = if sharding {
             let le = &flags.leader_election;
@@ -287,6 +294,9 @@ impl Manager {
             }
         }
         self.shutdown.cancel();
+        // Events still queued go out before the process ends (bounded).
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_secs(2), self.recorder.flush()).await;
         if let Some(h) = elector {
             match h.await {
                 Ok(Err(e)) if result.is_ok() => result = Err(e.into()),

@@ -27,6 +27,7 @@ mod finalize;
 mod hooks;
 pub mod ownership;
 mod pipeline;
+pub mod progress;
 pub mod prune_guard;
 pub mod source;
 pub mod spec;
@@ -90,7 +91,14 @@ pub async fn reconcile(
 
     let mut pipeline = Pipeline::new(ks, &ctx, &api);
     let outcome = pipeline.run().await;
-    let Pipeline { status, conds, .. } = pipeline;
+    let Pipeline {
+        status,
+        conds,
+        progress_writer,
+        ..
+    } = pipeline;
+    // No progress write may land after (or race) the final status.
+    progress_writer.finish().await;
     let done = status::conclude(
         ks,
         status,

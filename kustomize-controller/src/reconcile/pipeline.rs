@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -27,6 +28,7 @@ use super::context::{
     HEALTH_CHECK_FAILED_REASON, PRUNE_FAILED_REASON, client_stage_error, event, patch_status,
 };
 use super::ownership::conflict_error;
+use super::progress::{PROGRESS_DELAY, ProgressSink, ProgressWriter, announces};
 use super::prune_guard;
 use super::source;
 use super::spec::{
@@ -80,6 +82,8 @@ pub(super) struct Pipeline<'a> {
     pub(super) slot: Option<OwnedSemaphorePermit>,
     /// A remote Kustomization's busy mark on its cluster's tracker, from the apply on.
     busy: Option<crate::tracker::Busy>,
+    /// The deferred progress status (`progress.rs`), stopped before the final status.
+    pub(super) progress_writer: ProgressWriter,
 }
 
 impl<'a> Pipeline<'a> {
@@ -95,6 +99,7 @@ impl<'a> Pipeline<'a> {
             owner: owner_of(ks),
             slot: None,
             busy: None,
+            progress_writer: ProgressWriter::default(),
         }
     }
 
@@ -188,6 +193,31 @@ impl<'a> Pipeline<'a> {
             generation,
             Timestamp::now(),
         );
+        if self.progress_writer.started() {
+            self.progress_writer.update(self.progress_status());
+        }
+    }
+
+    /// The status as the progress shows it (with the conditions being built).
+    fn progress_status(&self) -> KustomizationStatus {
+        let mut status = self.status.clone();
+        status.conditions = Some(self.conds.clone());
+        status
+    }
+
+    /// Where the deferred progress is written: the status subresource.
+    fn progress_sink(&self) -> ProgressSink {
+        let api = self.api.clone();
+        let name = self.ks.name_any();
+        Arc::new(move |status: KustomizationStatus| {
+            let (api, name) = (api.clone(), name.clone());
+            async move {
+                if let Err(e) = patch_status(&api, &name, &status).await {
+                    tracing::warn!(error = %e, "unable to record progress");
+                }
+            }
+            .boxed()
+        })
     }
 
     /// Stage: the spec. An invalid CEL health expression is terminal (Stalled
@@ -252,13 +282,11 @@ impl<'a> Pipeline<'a> {
             format_go_duration(timeout)
         ));
         // A re-run of the applied revision of a Ready Kustomization does not announce itself:
-        // most change nothing, and the final status follows in milliseconds.
-        if !ready_at(self.ks, revision) {
-            self.status.conditions = Some(self.conds.clone());
-            if let Err(e) = patch_status(self.api, &self.ks.name_any(), &self.status).await {
-                tracing::warn!(error = %e, "unable to record progress");
-            }
-            self.status.conditions = None;
+        // most change nothing, and the final status follows in milliseconds. Others announce
+        // it once the reconcile has run for `PROGRESS_DELAY` (`progress.rs`).
+        if announces(ready_at(self.ks, revision)) {
+            let (status, sink) = (self.progress_status(), self.progress_sink());
+            self.progress_writer.start(status, PROGRESS_DELAY, sink);
         }
         Ok((source_ns, artifact))
     }

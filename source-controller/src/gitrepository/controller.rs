@@ -17,8 +17,8 @@ use kube::{Resource, ResourceExt};
 use rflux_common::api::gitrepository::{GitRepository, GitRepositorySpec};
 use rflux_common::runtime::CancellationToken;
 use rflux_common::runtime::controller::{ControllerSettings, run_controller_sharded};
-use rflux_common::runtime::sharding::Shards;
 use rflux_common::runtime::metrics::ControllerMetrics;
+use rflux_common::runtime::sharding::Shards;
 
 use super::reconcile::{Context, reconcile};
 

@@ -8,8 +8,8 @@ use kube::api::Api;
 use rflux_common::api::ocirepository::OciRepository;
 use rflux_common::runtime::CancellationToken;
 use rflux_common::runtime::controller::{ControllerSettings, run_controller_sharded};
-use rflux_common::runtime::sharding::Shards;
 use rflux_common::runtime::metrics::ControllerMetrics;
+use rflux_common::runtime::sharding::Shards;
 
 use super::reconcile::reconcile;
 use crate::source::Context;
