@@ -567,6 +567,29 @@ fn garbage_collection_ttl_removes_below_record_count() {
     assert!(fresh.exists() && curp.exists() && !old.exists());
 }
 
+/// The storage stage skips collecting while a collection left only the current artifact: the
+/// `rest` flag says whether anything else (kept records, fresh files) is still there.
+#[test]
+fn garbage_collection_tells_whether_anything_is_left() {
+    let root = tempfile::tempdir().unwrap();
+    let st = storage(root.path(), Duration::from_secs(60), 10);
+    let (_, fresh) = touch(&st, "fresh", Duration::from_secs(1));
+    let (cur, _) = touch(&st, "cur", Duration::from_secs(0));
+    let (deleted, rest) = st.garbage_collect_rest(&cur).unwrap();
+    assert!(deleted.is_empty());
+    assert!(rest, "a file within the TTL is kept for a later collection");
+    fs::remove_file(&fresh).unwrap();
+    let (deleted, rest) = st.garbage_collect_rest(&cur).unwrap();
+    assert!(deleted.is_empty());
+    assert!(!rest, "only the current artifact is left");
+    // What is collected leaves nothing behind.
+    let st = storage(root.path(), Duration::from_secs(5), 10);
+    touch(&st, "old", Duration::from_secs(500));
+    let (deleted, rest) = st.garbage_collect_rest(&cur).unwrap();
+    assert_eq!(deleted.len(), 1);
+    assert!(!rest);
+}
+
 #[tokio::test]
 async fn async_wrappers_archive_and_collect() {
     let root = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! Deterministic artifacts: ignore rules, tar.gz packing, digests, storage and the file server.
 
 pub mod archive;
+pub mod checked;
 pub mod error;
 pub mod ignore;
 pub mod pgz;

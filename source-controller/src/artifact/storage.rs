@@ -212,6 +212,7 @@ pub struct Storage {
     retention_records: usize,
     digest_algorithm: DigestAlgorithm,
     locks: Arc<KeyedLocks>,
+    checked: Arc<super::checked::Checked>,
 }
 
 impl Storage {
@@ -228,6 +229,7 @@ impl Storage {
             retention_records: opts.retention_records,
             digest_algorithm: opts.digest_algorithm,
             locks: Arc::default(),
+            checked: Arc::default(),
         })
     }
 
@@ -374,6 +376,20 @@ impl Storage {
         Ok(())
     }
 
+    /// What the storage stage already checked (see [`super::checked`]).
+    pub fn checked(&self) -> &super::checked::Checked {
+        &self.checked
+    }
+
+    /// The stamp of the artifact's file, if it exists and is a regular file (not a symlink).
+    pub fn artifact_stamp(&self, artifact: &Artifact) -> Option<super::checked::FileStamp> {
+        let p = self.local_path(&artifact.path).ok()?;
+        let md = fs::symlink_metadata(&p).ok()?;
+        md.file_type()
+            .is_file()
+            .then(|| super::checked::FileStamp::of(&p, &md))
+    }
+
     /// Whether the artifact's file exists and is a regular file (not a symlink).
     pub fn artifact_exists(&self, artifact: &Artifact) -> bool {
         self.local_path(&artifact.path)
@@ -406,17 +422,28 @@ impl Storage {
         current: &Artifact,
         now: SystemTime,
     ) -> Result<Vec<PathBuf>, ArtifactError> {
+        Ok(self.garbage_and_rest(current, now)?.0)
+    }
+
+    /// The garbage files, and whether the directory holds anything besides them and the
+    /// current artifact (older artifacts still kept, archives in progress).
+    fn garbage_and_rest(
+        &self,
+        current: &Artifact,
+        now: SystemTime,
+    ) -> Result<(Vec<PathBuf>, bool), ArtifactError> {
         let local = self.local_path(&current.path)?;
         let Some(dir) = local.parent() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         };
         let rd = match fs::read_dir(dir) {
             Ok(rd) => rd,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), false)),
             Err(e) => return Err(ArtifactError::io("read dir", dir, e)),
         };
         let mut files = Vec::new();
         let mut stale_temps = Vec::new();
+        let mut temps = 0usize;
         for entry in rd.take(GARBAGE_COUNT_LIMIT) {
             let entry = entry.map_err(|e| ArtifactError::io("read dir", dir, e))?;
             let path = entry.path();
@@ -434,6 +461,7 @@ impl Storage {
                 .is_some_and(|n| n.starts_with(TEMP_PREFIX));
             if is_temp {
                 // An archive in progress is never touched; a leftover of a crash is, after the TTL.
+                temps += 1;
                 if now.duration_since(mtime).unwrap_or_default() > self.retention_ttl {
                     stale_temps.push(path);
                 }
@@ -448,14 +476,25 @@ impl Storage {
             self.retention_ttl,
             self.retention_records,
         );
+        let others = files.iter().filter(|(p, _)| *p != local).count();
+        let rest = others > garbage.len() || temps > stale_temps.len();
         garbage.extend(stale_temps);
-        Ok(garbage)
+        Ok((garbage, rest))
     }
 
     /// Deletes the garbage files of the object owning `current` (and their `.lock` siblings) and
     /// returns the deleted paths. Files whose lock is held are skipped.
     pub fn garbage_collect(&self, current: &Artifact) -> Result<Vec<PathBuf>, ArtifactError> {
-        let garbage = self.garbage_files(current, SystemTime::now())?;
+        Ok(self.garbage_collect_rest(current)?.0)
+    }
+
+    /// [`Storage::garbage_collect`], also telling whether anything but the current artifact is
+    /// left in the object's directory (while nothing is, a later collection has nothing to do).
+    pub fn garbage_collect_rest(
+        &self,
+        current: &Artifact,
+    ) -> Result<(Vec<PathBuf>, bool), ArtifactError> {
+        let (garbage, mut rest) = self.garbage_and_rest(current, SystemTime::now())?;
         let mut deleted = Vec::new();
         let mut first_err = None;
         for file in garbage {
@@ -470,7 +509,11 @@ impl Storage {
             };
             let _guard = match self.try_lock(&probe) {
                 Ok(Some(g)) => Some(g),
-                Ok(None) => continue,
+                Ok(None) => {
+                    // In use: left for a later collection.
+                    rest = true;
+                    continue;
+                }
                 Err(_) => None,
             };
             match fs::remove_file(&file) {
@@ -492,7 +535,7 @@ impl Storage {
         }
         match first_err {
             Some(e) => Err(e),
-            None => Ok(deleted),
+            None => Ok((deleted, rest)),
         }
     }
 
@@ -504,6 +547,7 @@ impl Storage {
         name: &str,
     ) -> Result<bool, ArtifactError> {
         let dir = self.object_dir(kind, namespace, name)?;
+        self.checked.forget_dir(&dir);
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
@@ -571,9 +615,17 @@ impl Storage {
         &self,
         current: &Artifact,
     ) -> Result<Vec<PathBuf>, ArtifactError> {
+        Ok(self.garbage_collect_rest_async(current).await?.0)
+    }
+
+    /// [`Storage::garbage_collect_rest`] on the blocking pool, bounded in time.
+    pub async fn garbage_collect_rest_async(
+        &self,
+        current: &Artifact,
+    ) -> Result<(Vec<PathBuf>, bool), ArtifactError> {
         let st = self.clone();
         let current = current.clone();
-        let task = tokio::task::spawn_blocking(move || st.garbage_collect(&current));
+        let task = tokio::task::spawn_blocking(move || st.garbage_collect_rest(&current));
         match tokio::time::timeout(GARBAGE_COLLECT_TIMEOUT, task).await {
             Ok(joined) => joined.map_err(|e| ArtifactError::Background(e.to_string()))?,
             Err(_) => Err(ArtifactError::Timeout(GARBAGE_COLLECT_TIMEOUT)),

@@ -16,20 +16,38 @@ pub async fn reconcile_storage<K: SourceObject>(run: &Run<'_, K>, status: &mut K
         return;
     };
     let mut stored = st::from_api_artifact(&api_art);
-    if !stored_artifact_intact(run, &stored).await {
+    let storage = &run.ctx.storage;
+    let Some(stamp) = storage.artifact_stamp(&stored) else {
         st::artifact_missing(status, run.generation, now());
         return;
-    }
-    match run.ctx.storage.garbage_collect_async(&stored).await {
-        Ok(deleted) if !deleted.is_empty() => {
-            let message = format!("garbage collected {} artifacts", deleted.len());
-            run.event(EventType::Trace, "GarbageCollectionSucceeded", &message)
-                .await;
+    };
+    // The file last verified, unchanged, is not hashed again (`artifact/checked.rs`).
+    if !storage.checked().verified(&stamp, &stored.digest) {
+        if !stored_artifact_intact(run, &stored).await {
+            st::artifact_missing(status, run.generation, now());
+            return;
         }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
+        storage
+            .checked()
+            .record_verified(stamp.clone(), &stored.digest);
     }
-    run.ctx.storage.set_artifact_url(&mut stored);
+    // Nothing new since a collection that left only this file: nothing to collect.
+    if !storage.checked().clean(&stamp, &stored.digest) {
+        match storage.garbage_collect_rest_async(&stored).await {
+            Ok((deleted, rest)) => {
+                storage
+                    .checked()
+                    .record_collected(&stamp, &stored.digest, rest);
+                if !deleted.is_empty() {
+                    let message = format!("garbage collected {} artifacts", deleted.len());
+                    run.event(EventType::Trace, "GarbageCollectionSucceeded", &message)
+                        .await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
+        }
+    }
+    storage.set_artifact_url(&mut stored);
     if let Some(a) = status.artifact_mut().as_mut() {
         a.url = stored.url;
     }
