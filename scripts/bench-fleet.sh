@@ -14,7 +14,11 @@
 #   FLEET_VARIANTS   a (one GitRepository per Kustomization) and/or b (one shared) (default "a")
 #   FLEET_IMPLS      ours, flux and/or floor (default "ours flux floor")
 #   FLEET_REPS       repetitions of each N (default 3)
-#   FLEET_LOAD_TOLERANCE  refuse a repetition whose 1-min loads differ by more (default 1.0)
+#   FLEET_LOAD_TOLERANCE  refuse a repetition whose 1-min loads before its runs differ by more
+#                    (default 1.0)
+#   FLEET_QUIET_LOAD before each run, wait (at most FLEET_QUIET_SECS, default 300) until the
+#                    1-min load average is below this (default 1.0): the previous run's work
+#                    must not load the next one
 #   FLEET_PHASES     phases of the equal profile (default api,fleet,idle,change,drift)
 #   FLEET_BEST_PHASES phases of the best profile (default fleet,change)
 #   FLEET_IDLE_SECS  idle CPU window (default 120)
@@ -90,6 +94,11 @@ for n in $sizes; do
           bin="$flux_bin" crds=("${flux_crds[@]}")
         fi
         perf=(); [[ $impl == ours && ${FLEET_PERF:-0} == 1 ]] && perf=(--perf)
+        waited=0
+        while awk -v q="${FLEET_QUIET_LOAD:-1.0}" '{exit !($1 >= q)}' /proc/loadavg \
+          && (( waited < ${FLEET_QUIET_SECS:-300} )); do
+          sleep 5; waited=$((waited + 5))
+        done
         echo "==> $impl, N=$n, variant $variant, $profile settings, repetition $rep of $reps (load $(cut -d' ' -f1 /proc/loadavg))"
         "$fleet" run --implementation "$impl" --bin-dir "$bin" --crds "${crds[@]}" \
           --n "$n" --variant "$variant" --profile "$profile" --concurrent "$concurrent" \
