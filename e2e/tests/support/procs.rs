@@ -189,7 +189,23 @@ fn loopback() -> anyhow::Result<SocketAddr> {
 
 impl Controllers {
     /// Starts both controllers against `cp` and waits until both answer `/readyz` with 200.
+    /// The loopback ports are picked free, but another process's outgoing connection may take
+    /// one before the controller binds it ("Address already in use"): then both are started
+    /// again on other ports (at most 3 attempts).
     pub async fn start(cp: &ControlPlane, opts: ControllerOptions) -> anyhow::Result<Controllers> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(cp, opts.clone()).await {
+                Err(e) if attempt < 3 && format!("{e:#}").contains("Address already in use") => {
+                    eprintln!("a controller port was taken meanwhile, starting again: {e:#}");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(cp: &ControlPlane, opts: ControllerOptions) -> anyhow::Result<Controllers> {
         for bin in [&opts.binaries.source, &opts.binaries.kustomize] {
             if !bin.is_file() {
                 bail!(
