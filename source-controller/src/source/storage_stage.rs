@@ -53,15 +53,12 @@ pub async fn reconcile_storage<K: SourceObject>(run: &Run<'_, K>, status: &mut K
     }
 }
 
-/// Whether the stored artifact's file exists and has its recorded digest. A file that fails the
-/// check is deleted, with an `ArtifactVerificationFailed` event.
+/// Whether the stored artifact's file (known to exist) has its recorded digest. A file that
+/// fails the check is deleted, with an `ArtifactVerificationFailed` event.
 async fn stored_artifact_intact<K: SourceObject>(
     run: &Run<'_, K>,
     stored: &StoredArtifact,
 ) -> bool {
-    if !run.ctx.storage.artifact_exists(stored) {
-        return false;
-    }
     let storage = run.ctx.storage.clone();
     let check = stored.clone();
     match tokio::task::spawn_blocking(move || storage.verify_artifact(&check)).await {

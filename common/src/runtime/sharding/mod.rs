@@ -223,13 +223,18 @@ impl Shards {
 
     /// The slots held (and not draining) now.
     pub fn owned(&self) -> Vec<u32> {
+        self.slots_where(|s| s.held && !s.draining)
+    }
+
+    /// The slots whose state matches `keep`.
+    fn slots_where(&self, keep: impl Fn(&Slot) -> bool) -> Vec<u32> {
         self.inner.slots.lock().map_or_else(
             |_| Vec::new(),
             |slots| {
                 slots
                     .iter()
                     .enumerate()
-                    .filter(|(_, s)| s.held && !s.draining)
+                    .filter(|(_, s)| keep(s))
                     .filter_map(|(i, _)| u32::try_from(i).ok())
                     .collect()
             },
@@ -297,17 +302,7 @@ impl Shards {
 
     /// The slots held, draining ones included.
     pub(crate) fn held_slots(&self) -> Vec<u32> {
-        self.inner.slots.lock().map_or_else(
-            |_| Vec::new(),
-            |slots| {
-                slots
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.held)
-                    .filter_map(|(i, _)| u32::try_from(i).ok())
-                    .collect()
-            },
-        )
+        self.slots_where(|s| s.held)
     }
 
     /// Reconciles in flight over every slot.
